@@ -1,0 +1,77 @@
+"""The public API between scenarios and the measuring engine.
+
+A scenario module (``scenarios/<name>.py``, or any importable ``module:attr``)
+exposes one :class:`Scenario`. The worker process calls ``scenario.build(ctx)``
+once, then ``workload.step()`` in a loop until the run's duration or op count is
+reached, sampling between steps. Nothing here imports ``refcache``: a scenario
+builds its cache through a factory named by a ``"module:callable"`` string, which
+the user may replace with ``--target``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+Gauge = Callable[[], float]
+
+
+class Workload(Protocol):
+    """A running workload, driven by the worker's main loop."""
+
+    def step(self) -> int:
+        """Run one short batch of operations (milliseconds); return how many ran."""
+        ...
+
+    def gauges(self) -> Mapping[str, Gauge]:
+        """Application gauges to sample, by name (e.g. ``work_list``)."""
+        ...
+
+    def close(self) -> None:
+        """Release everything the workload started (peer ranks, threads)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a scenario needs to build its workload for one run."""
+
+    seed: int
+    inject: tuple[str, ...] = ()
+    target: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    rundir: Path | None = None
+
+    def factory(self, default: str) -> Callable[..., Any]:
+        """The cache factory: ``--target`` if given, else the scenario's default."""
+        return load_callable(self.target or default)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named workload with its budgets and the regressions it must catch."""
+
+    name: str
+    description: str
+    build: Callable[[RunContext], Workload]
+    factory: str
+    regressions: tuple[str, ...] = ()
+    default_duration: str = "60s"
+    check_duration: str = "20s"
+    warmup: str = "2s"
+    budgets: tuple[str, ...] = ()
+    gc_mode: str = "default"
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """Import ``"package.module:attr"`` and return the attribute."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected 'module:callable', got {spec!r}")
+    obj = getattr(importlib.import_module(module_name), attr)
+    if not callable(obj):
+        raise TypeError(f"{spec!r} is not callable")
+    return obj  # type: ignore[no-any-return]

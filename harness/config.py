@@ -1,0 +1,163 @@
+"""The frozen configuration of one run, as the parent hands it to the worker.
+
+The parent writes it to ``<rundir>/config.json``; the worker reads it back and
+copies it into the samples header, so every result file says how it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+GC_MODES = ("default", "server", "off")
+SAMPLER_NAMES = ("rss", "gc", "garbage", "objects", "gauges", "malloc_trim")
+# Without an explicit --timeout a run may overrun its duration by this much
+# (start-up, torch import, final garbage window on a big heap) before it is "hung".
+TIMEOUT_SLACK_S = 120.0
+# Runs bounded only by an op count get this wall-clock limit by default.
+OPS_ONLY_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class SamplerIntervals:
+    """Seconds between samples, per sampler (see ``harness/samplers``)."""
+
+    rss_s: float = 0.1
+    uss_s: float = 1.0  # USS reads /proc/<pid>/smaps: too costly for 10 Hz
+    gc_flush_s: float = 1.0
+    gauges_s: float = 0.5
+    objects_s: float = 15.0  # walks every live object
+    garbage_s: float = 30.0  # a full collection with DEBUG_SAVEALL
+    progress_s: float = 1.0
+
+    def validate(self) -> None:
+        for f in fields(self):
+            if not getattr(self, f.name) > 0:
+                raise UsageError(f"sampler interval {f.name} must be positive.")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run; immutable once the worker starts."""
+
+    scenario: str
+    rundir: str
+    duration_s: float | None = 60.0
+    max_ops: int | None = None
+    warmup_s: float = 2.0
+    inject: tuple[str, ...] = ()
+    seed: int = 0
+    target: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    gc_mode: str = "default"
+    ballast_objects: int = 2_000_000  # GC-tracked objects for gc_mode "server"
+    timeout_s: float | None = None  # None: duration + TIMEOUT_SLACK_S
+    heartbeat_s: float = 30.0
+    rss_ceiling: int | None = None  # bytes; None: half the machine's memory
+    intervals: SamplerIntervals = field(default_factory=SamplerIntervals)
+    samplers: tuple[str, ...] = SAMPLER_NAMES
+    budgets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self._check_limits()
+        if self.gc_mode not in GC_MODES:
+            raise UsageError(f"unknown GC mode {self.gc_mode!r}; use one of {', '.join(GC_MODES)}.")
+        unknown = sorted(set(self.samplers) - set(SAMPLER_NAMES))
+        if unknown:
+            raise UsageError(f"unknown sampler {unknown[0]!r}; known: {', '.join(SAMPLER_NAMES)}.")
+        self.intervals.validate()
+        try:
+            json.dumps(dict(self.options))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"scenario options must be plain JSON values ({exc}).") from None
+
+    def _check_limits(self) -> None:
+        if self.duration_s is None and self.max_ops is None:
+            raise UsageError("a run needs a duration or an op count.")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise UsageError("the duration must be positive.")
+        if self.max_ops is not None and self.max_ops <= 0:
+            raise UsageError("the op count must be positive.")
+        if self.warmup_s < 0 or not self.heartbeat_s > 0:
+            raise UsageError("warm-up must be >= 0 and the heartbeat limit positive.")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise UsageError("the timeout must be positive.")
+        if self.rss_ceiling is not None and self.rss_ceiling <= 0:
+            raise UsageError("the RSS ceiling must be positive.")
+
+    @property
+    def path(self) -> Path:
+        return Path(self.rundir)
+
+    @property
+    def wall_timeout_s(self) -> float:
+        """The wall-clock limit the parent enforces."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        if self.duration_s is None:
+            return OPS_ONLY_TIMEOUT_S
+        return self.duration_s + TIMEOUT_SLACK_S
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["options"] = dict(self.options)
+        for key in ("inject", "samplers", "budgets"):
+            data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise UsageError(f"unknown run config field {extra[0]!r}.")
+        values = dict(data)
+        values["intervals"] = SamplerIntervals(**values.get("intervals", {}))
+        for key in ("inject", "samplers", "budgets"):
+            if key in values:
+                values[key] = tuple(values[key])
+        return cls(**values)
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> RunConfig:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def seconds_text(value: float) -> str:
+    """A duration the CLI parses back exactly (``90s``, ``0.5s``)."""
+    return f"{value:g}s"
+
+
+def reproduce_command(config: RunConfig) -> str:
+    """The ``leak-harness run`` command line that repeats this run.
+
+    Scenario options and sampler intervals have no CLI flags; runs that change
+    them come from Python (pytest, ``check``) and are repeated from there.
+    """
+    argv = ["leak-harness", "run", config.scenario]
+    if config.duration_s is not None:
+        argv += ["--duration", seconds_text(config.duration_s)]
+    if config.max_ops is not None:
+        argv += ["--ops", str(config.max_ops)]
+    argv += ["--warmup", seconds_text(config.warmup_s)]
+    for name in config.inject:
+        argv += ["--inject", name]
+    argv += ["--seed", str(config.seed), "--gc-mode", config.gc_mode]
+    if config.timeout_s is not None:
+        argv += ["--timeout", seconds_text(config.timeout_s)]
+    if config.rss_ceiling is not None:
+        argv += ["--rss-ceiling", f"{config.rss_ceiling}B"]
+    if config.target:
+        argv += ["--target", config.target]
+    for budget in config.budgets:
+        argv += ["--budget", budget]
+    return shlex.join(argv)

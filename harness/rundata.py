@@ -1,0 +1,76 @@
+"""In-memory form of one run's raw samples, as the loader returns it.
+
+``samples.jsonl`` (schema ``leak-harness/samples``, version 1) holds one JSON
+object per line. The first line is the header::
+
+    {"type": "header", "schema": "leak-harness/samples", "version": 1,
+     "config": {...frozen run config...}, "env": {...}}
+
+Every later line has ``type`` and ``t`` (seconds since the run started, float):
+
+- ``rss``:     ``rss``, ``uss`` (bytes; ``uss`` may be null), ``ops`` (cumulative)
+- ``gc``:      ``gen``, ``collected``, ``uncollectable``, ``pause_s``, ``ops``
+- ``gauges``:  ``values`` ({name: float}), ``ops``
+- ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
+               ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained
+               cycles, see ``harness.analysis``), ``collected`` (objects freed)
+- ``objects``: ``counts`` ({type: live count}), ``ops``
+- ``event``:   ``name`` (``start``, ``warmup_end``, ``malloc_trim``, ``crash``,
+               ``end``, ...) and event-specific fields
+- ``progress``: ``ops``, ``ops_per_s``, ``phase`` (``warmup`` or ``measure``)
+
+Analysis works on this structure only (pure functions over numpy arrays).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class Series:
+    """A time series: ``t`` in seconds since the run started, ``v`` in its unit."""
+
+    t: FloatArray
+    v: FloatArray
+    unit: str = ""
+
+    @classmethod
+    def empty(cls, unit: str = "") -> Series:
+        return cls(np.zeros(0), np.zeros(0), unit)
+
+    def __len__(self) -> int:
+        return int(self.t.size)
+
+
+@dataclass
+class RunData:
+    """Everything a run recorded, grouped by kind; raw, no statistics yet."""
+
+    header: dict[str, Any]
+    rss: Series = field(default_factory=lambda: Series.empty("B"))
+    uss: Series = field(default_factory=lambda: Series.empty("B"))
+    ops: Series = field(default_factory=lambda: Series.empty("ops"))
+    gauges: dict[str, Series] = field(default_factory=dict)
+    gc_events: list[dict[str, Any]] = field(default_factory=list)
+    garbage_windows: list[dict[str, Any]] = field(default_factory=list)
+    object_windows: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def warmup_end_s(self) -> float | None:
+        for event in self.events:
+            if event.get("name") == "warmup_end":
+                return float(event["t"])
+        return None
+
+    def event(self, name: str) -> dict[str, Any] | None:
+        """The last event of that name, or None."""
+        found = [e for e in self.events if e.get("name") == name]
+        return found[-1] if found else None

@@ -1,0 +1,115 @@
+"""The samples stream: ``samples.jsonl``, one JSON object per line, flushed per line.
+
+Only the worker writes it. Every line is complete and flushed when ``write``
+returns, so a crash, a kill or an out-of-memory leaves every sample up to that
+moment; the loader tolerates a truncated last line. Line format: see
+``harness.rundata``.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "leak-harness/samples"
+VERSION = 1
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SampleWriter:
+    """Thread-safe, line-buffered JSON-lines writer.
+
+    Never call it from a ``gc.callbacks`` hook or a signal handler: the lock is
+    not re-entrant, on purpose, so one line can never interleave with another.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("w", encoding="utf-8", buffering=1)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._lock:
+            if not self._closed:  # a sampler thread may outlive close() by one tick
+                self._file.write(line)
+
+    def sample(self, kind: str, t: float, **fields: Any) -> None:
+        self.write({"type": kind, "t": round(t, 4), **fields})
+
+    def event(self, name: str, t: float, **fields: Any) -> None:
+        self.write({"type": "event", "t": round(t, 4), "name": name, **fields})
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._file.close()
+
+
+def header(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> dict[str, Any]:
+    """The first line: schema, version, the frozen config and the environment."""
+    return {
+        "type": "header",
+        "schema": SCHEMA,
+        "version": VERSION,
+        "config": config,
+        "env": environment(config, gc_mode_info),
+    }
+
+
+def environment(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> dict[str, Any]:
+    """What makes two runs comparable: GC differs between Python versions and builds."""
+    return {
+        "python": platform.python_version(),
+        "python_build": " ".join(platform.python_build()),
+        "compiler": platform.python_compiler(),
+        "implementation": sys.implementation.name,
+        "platform": platform.platform(),
+        "gc_thresholds": list(gc.get_threshold()),
+        "gc": gc_mode_info,
+        "pythonmalloc": os.environ.get("PYTHONMALLOC"),
+        "torch": torch_version(),
+        "seed": config.get("seed"),
+        "cpu_count": os.cpu_count(),
+        "pid": os.getpid(),
+        "git_commit": git_commit(),
+    }
+
+
+def torch_version() -> str | None:
+    """Torch's version without importing it (the import costs ~1.5 s, ~220 MB)."""
+    module = sys.modules.get("torch")
+    if module is not None:
+        return str(getattr(module, "__version__", "unknown"))
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> str:
+    """The project's commit, or ``unknown (why)`` outside a repository."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    if done.returncode != 0:
+        return "unknown (no commit)"
+    return done.stdout.strip()

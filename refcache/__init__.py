@@ -1,0 +1,1 @@
+"""The system under test: SGLang-style prefix caches with re-injectable incidents."""

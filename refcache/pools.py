@@ -1,0 +1,93 @@
+"""Memory pools on torch tensors, with accounting that can prove itself.
+
+Every pool hands out integer slot ids as int64 tensors and refuses a double free
+or a foreign id with :class:`PoolError`, so an accounting bug in a cache shows up
+at the line that caused it, not hours later as a leak.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class PoolError(RuntimeError):
+    """A pool was asked to do something that would corrupt its accounting."""
+
+
+class SlotAllocator:
+    """Token-slot allocator: ``alloc(n)`` returns n free slot ids, ``free`` returns them.
+
+    Used for the device KV pool, the SWA pool and the host pools. The free list is
+    a tensor (as in SGLang's allocators); ``_in_use`` catches double frees.
+    """
+
+    def __init__(self, size: int, name: str = "kv") -> None:
+        if size <= 0:
+            raise ValueError(f"{name} pool size must be positive, got {size}")
+        self.name = name
+        self.size = size
+        self._free = torch.arange(size, dtype=torch.int64)
+        self._in_use = torch.zeros(size, dtype=torch.bool)
+
+    def available_size(self) -> int:
+        return int(self._free.numel())
+
+    def used_size(self) -> int:
+        return self.size - self.available_size()
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        """n slot ids, or None when fewer than n are free (the caller evicts)."""
+        if n < 0:
+            raise PoolError(f"{self.name}: cannot allocate {n} slots")
+        if n > self._free.numel():
+            return None
+        out, self._free = self._free[:n], self._free[n:]
+        self._in_use[out] = True
+        return out.clone()
+
+    def free(self, ids: torch.Tensor) -> None:
+        if ids.numel() == 0:
+            return
+        ids = ids.reshape(-1).to(torch.int64)
+        if int(ids.min()) < 0 or int(ids.max()) >= self.size:
+            raise PoolError(f"{self.name}: foreign slot ids freed (outside 0..{self.size - 1})")
+        if not bool(self._in_use[ids].all()) or ids.unique().numel() != ids.numel():
+            raise PoolError(f"{self.name}: double free of slot ids")
+        self._in_use[ids] = False
+        self._free = torch.cat((self._free, ids))
+
+
+class StatePool(SlotAllocator):
+    """Per-slot recurrent state (Mamba conv and ssm tensors), one slot per sequence.
+
+    ``copy_from`` implements copy-on-write of a matched prefix's state into a
+    request's own slot: the cached state stays immutable while the request runs.
+    """
+
+    def __init__(
+        self, size: int, conv_shape: tuple[int, ...], ssm_shape: tuple[int, ...], name: str = "mamba"
+    ) -> None:
+        super().__init__(size, name)
+        self.conv = torch.zeros((size, *conv_shape), dtype=torch.float32)
+        self.ssm = torch.zeros((size, *ssm_shape), dtype=torch.float32)
+
+    def copy_from(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        self.conv[dst] = self.conv[src]
+        self.ssm[dst] = self.ssm[src]
+
+    def write(self, dst: torch.Tensor, value: float) -> None:
+        """Stand-in for a forward pass updating the state of a running request."""
+        self.conv[dst] += value
+        self.ssm[dst] += value
+
+    def state_bytes(self) -> int:
+        per_slot = self.conv[0].numel() * self.conv.element_size()
+        return int(per_slot + self.ssm[0].numel() * self.ssm.element_size())
+
+
+class HostPool(SlotAllocator):
+    """Host-memory tier: slots plus a buffer that backed-up KV is copied into."""
+
+    def __init__(self, size: int, row_elems: int = 8, name: str = "host") -> None:
+        super().__init__(size, name)
+        self.buffer = torch.zeros((size, row_elems), dtype=torch.float16)

@@ -1,0 +1,61 @@
+"""Named regressions: each re-introduces one production incident at its real site.
+
+The default is the fixed code. A cache receives the set of active regressions at
+construction and its code takes the old path where the incident lived; there is
+no "if injected: allocate garbage" anywhere. Importing this module is cheap (no
+torch), so the harness can list regressions without building a cache.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Regression:
+    name: str
+    incident: int
+    cache: str
+    description: str
+
+
+_LRU = "LRU _remove_node rewires neighbours but leaves the removed node's {lst} pointers set"
+_PP = (
+    "work_list reaped non-blocking at the end of the round (only completed Works) "
+    "instead of drained with wait() at the start"
+)
+
+REGISTRY: dict[str, Regression] = {
+    r.name: r
+    for r in (
+        Regression("mamba-lru-unlink", 1, "MambaRadixCache", _LRU.format(lst="prev/next and mamba_prev/mamba_next")),
+        Regression("swa-lru-unlink", 1, "SWARadixCache", _LRU.format(lst="prev/next and swa_prev/swa_next")),
+        Regression("unified-lru-unlink", 1, "UnifiedRadixCache", _LRU.format(lst="lru_prev[pt]/lru_next[pt]")),
+        Regression(
+            "himamba-stale-host-leaf",
+            2,
+            "HiMambaRadixCache",
+            "host-leaf set admits nodes with children and deletion skips the parent-link check",
+        ),
+        Regression("hiradix-pp-sync-no-drain", 3, "HiRadixCache", _PP),
+        Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
+    )
+}
+
+
+class UnknownRegression(ValueError):
+    """A regression name that is not in the registry."""
+
+
+def validate(names: Iterable[str]) -> frozenset[str]:
+    """Return the names as a set, or raise with the closest known names."""
+    chosen = frozenset(names)
+    for name in sorted(chosen):
+        if name not in REGISTRY:
+            close = difflib.get_close_matches(name, list(REGISTRY), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            known = ", ".join(sorted(REGISTRY))
+            raise UnknownRegression(f"unknown regression {name!r}.{hint} Known: {known}.")
+    return chosen
