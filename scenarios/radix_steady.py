@@ -1,0 +1,15 @@
+"""radix-steady: the plain radix cache under steady load; no known leak.
+
+The control scenario: it measures the harness's own noise floor (RSS slope,
+cyclic garbage) on a cache whose evictions create no reference cycles.
+"""
+
+from scenarios.workloads.common import cache_scenario
+
+SCENARIO = cache_scenario(
+    name="radix-steady",
+    description="plain RadixCache under steady prefix-sharing load (control, no known leak)",
+    factory="refcache.factories:radix_cache",
+    cache_options={"kv_size": 8192},
+    budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
+)

@@ -1,0 +1,16 @@
+"""unified-lru: incident 1 on UnifiedRadixCache (one LRU list per component).
+
+With ``unified-lru-unlink`` the per-component lists leave ``lru_prev[pt]`` /
+``lru_next[pt]`` set on removed nodes; tombstoned components close cycles.
+"""
+
+from scenarios.workloads.common import cache_scenario
+
+SCENARIO = cache_scenario(
+    name="unified-lru",
+    description="UnifiedRadixCache (full+mamba+swa) under state pressure (incident 1)",
+    factory="refcache.factories:unified_cache",
+    cache_options={"kv_size": 16384, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
+    regressions=("unified-lru-unlink",),
+    budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
+)

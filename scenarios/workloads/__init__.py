@@ -1,0 +1,1 @@
+"""What the scenario scripts are built from: traffic, a scheduler, the cache protocol."""

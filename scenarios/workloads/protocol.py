@@ -1,0 +1,69 @@
+"""The cache protocol: everything a scenario asks of a cache.
+
+Method names follow SGLang's ``BasePrefixCache``. To run the scenarios against
+your own cache, write one factory ``make(inject: Sequence[str] = (), **options)``
+returning an object with these methods and pass ``--target module:make``. The
+requests the scheduler hands over are ``refcache.req.Req`` objects (token ids,
+the KV slots they hold, the locked ``last_node``, an optional state slot).
+``examples/own_cache.py`` wraps a cache with a different internal layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from refcache.req import Req
+
+
+class PrefixCache(Protocol):
+    def match_prefix(self, key: Any) -> Any:
+        """Longest cached prefix of ``key``: ``.device_indices``, ``.last_device_node``."""
+        ...
+
+    def insert(self, key: Any, value: Any, extra: dict[str, Any] | None = None) -> int:
+        """Cache key -> KV slots; return how many leading tokens were cached already."""
+        ...
+
+    def evict(self, num_tokens: int, **per_pool: int) -> int:
+        """Free at least ``num_tokens`` KV tokens from unlocked entries, LRU first."""
+        ...
+
+    def inc_lock_ref(self, node: Any) -> None: ...
+
+    def dec_lock_ref(self, node: Any) -> None: ...
+
+    def alloc_request(self, req: Req) -> bool:
+        """Match and lock the request's prefix, allocate the rest; False when full."""
+        ...
+
+    def extend_request(self, req: Req, tokens: list[int]) -> bool:
+        """Allocate KV for decoded tokens; False when full."""
+        ...
+
+    def cache_unfinished_req(self, req: Req) -> None:
+        """Insert what the request has computed (chunked prefill) and re-lock."""
+        ...
+
+    def cache_finished_req(self, req: Req) -> None:
+        """Insert the finished request, release what the tree does not keep, unlock."""
+        ...
+
+    def check_hicache_events(self) -> None:
+        """Consume host-tier completions (and sync them across PP ranks)."""
+        ...
+
+    def full_evictable_size(self) -> int: ...
+
+    def full_protected_size(self) -> int: ...
+
+    def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
+        """Raise AssertionError if tree, lists or pool accounting disagree."""
+        ...
+
+    def stats(self) -> dict[str, float]:
+        """Gauges by name (tree nodes, detached-but-alive nodes, list sizes, pools...)."""
+        ...
+
+    def close(self) -> None:
+        """Release threads, peer processes and process groups."""
+        ...

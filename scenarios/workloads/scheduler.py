@@ -1,0 +1,131 @@
+"""A small serving scheduler around the cache protocol.
+
+One ``step`` is one scheduler iteration: new arrivals join the queue; queued
+requests are admitted while the pools allow (``alloc_request`` matches and
+locks the cached prefix and allocates the rest, evicting under pressure); long
+prompts are inserted chunk by chunk through ``cache_unfinished_req``; every
+running request decodes a few tokens (``extend_request``); finished ones go
+back through ``cache_finished_req``; ``check_hicache_events`` runs every step,
+idle or not (the PP-sync leak grew even when idle). ``step`` returns the number
+of cache operations it made, the unit of the harness's per-op metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from refcache.req import Req
+from scenarios.workloads.traffic import Request, Traffic
+
+
+@dataclass(frozen=True)
+class Load:
+    """How requests arrive and how much runs at once."""
+
+    pattern: str = "steady"  # steady | bursts | idle-gaps
+    arrivals_per_step: float = 1.0
+    burst_every: int = 50  # steps between bursts (pattern "bursts")
+    burst_size: int = 24
+    idle_every: int = 200  # steps per cycle of busy then idle (pattern "idle-gaps")
+    idle_fraction: float = 0.5
+    idle_sleep_s: float = 0.001  # wall time an idle step takes
+    max_running: int = 16
+    chunk_size: int = 64  # prefill chunk: longer prompts go through cache_unfinished_req
+    decode_per_step: int = 4
+
+    def arrivals(self, step: int, carry: float) -> tuple[int, float]:
+        """How many requests arrive at this step, and the fractional carry."""
+        if self.pattern == "bursts":
+            return (self.burst_size if step % self.burst_every == 0 else 0), 0.0
+        if self.pattern == "idle-gaps" and self.idle(step):
+            return 0, carry
+        total = carry + self.arrivals_per_step
+        return int(total), total - int(total)
+
+    def idle(self, step: int) -> bool:
+        busy = int(self.idle_every * (1.0 - self.idle_fraction))
+        return self.pattern == "idle-gaps" and step % self.idle_every >= busy
+
+
+@dataclass
+class Running:
+    req: Req
+    request: Request
+    prompt_len: int
+    generated: list[int] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, cache: Any, traffic: Traffic, load: Load) -> None:
+        self.cache, self.traffic, self.load = cache, traffic, load
+        self.queue: deque[Request] = deque()
+        self.running: list[Running] = []
+        self.steps = 0
+        self.finished = 0
+        self.dropped = 0
+        self._carry = 0.0
+        self._rid = 0
+
+    def step(self) -> int:
+        self.steps += 1
+        arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
+        self.queue.extend(self.traffic.next_request() for _ in range(arrivals))
+        ops = self._admit() + self._decode()
+        self.cache.check_hicache_events()
+        if self.load.idle(self.steps) and not self.running:
+            time.sleep(self.load.idle_sleep_s)
+        return ops + 1
+
+    def _admit(self) -> int:
+        ops = 0
+        while self.queue and len(self.running) < self.load.max_running:
+            request = self.queue[0]
+            self._rid += 1
+            req = Req(self._rid, list(request.prompt))
+            ops += 1
+            if not self.cache.alloc_request(req):
+                if not self.running:  # cannot fit even with everything evictable: drop it
+                    self.queue.popleft()
+                    self.dropped += 1
+                break
+            self.queue.popleft()
+            if len(request.prompt) - req.prefix_len > self.load.chunk_size:
+                self.cache.cache_unfinished_req(req)
+                ops += 1
+            self.running.append(Running(req, request, len(request.prompt)))
+        return ops
+
+    def _decode(self) -> int:
+        ops = 0
+        for run in list(self.running):
+            n = min(self.load.decode_per_step, run.request.output_len - len(run.generated))
+            tokens = [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
+            ok = n == 0 or self.cache.extend_request(run.req, tokens)
+            ops += 1
+            if ok:
+                run.generated.extend(tokens)
+            # a request out of memory finishes early, as a preemption would
+            if not ok or len(run.generated) >= run.request.output_len:
+                ops += self._finish(run)
+        return ops
+
+    def _finish(self, run: Running) -> int:
+        self.running.remove(run)
+        self.cache.cache_finished_req(run.req)
+        self.traffic.record_reply(run.request, run.generated)
+        self.finished += 1
+        return 1
+
+    def drain(self) -> None:
+        """Finish everything running (end of run: the cache should be idle)."""
+        for run in list(self.running):
+            self._finish(run)
+
+    def outstanding(self) -> tuple[int, int]:
+        """KV slots and state slots held by running requests outside the tree."""
+        kv = sum(len(r.req.kv_indices) - r.req.prefix_len for r in self.running)
+        states = sum(1 for r in self.running if r.req.state_slot is not None)
+        return kv, states
