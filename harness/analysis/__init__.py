@@ -1,0 +1,19 @@
+"""Analysis: pure functions from a run's raw samples to growth, verdicts and reasons.
+
+Import the module you need; this package imports nothing on purpose, because
+the worker loads :mod:`harness.analysis.cycles` inside its garbage sampler and
+must not pay for numpy/scipy there.
+
+- :mod:`~harness.analysis.units`: ``parse_duration``, ``parse_size``, ``format_*``
+- :mod:`~harness.analysis.budgets`: ``parse_budget`` -> ``Budget``
+- :mod:`~harness.analysis.slope`: Theil–Sen slope, autocorrelation-honest interval
+- :mod:`~harness.analysis.shapes`: warm-up, sawtooth, step, sustained level
+- :mod:`~harness.analysis.trend`: ``growth`` -> ``Trend`` (per-hour growth of a series)
+- :mod:`~harness.analysis.garbage`: cyclic garbage per kop, garbage and objects by type
+- :mod:`~harness.analysis.cycles`: ``explain_garbage`` (runs in the worker)
+- :mod:`~harness.analysis.cycle_shapes`: ``aggregate_cycles`` over windows
+- :mod:`~harness.analysis.verdict`: named rules, ``combine``, time to detect
+- :mod:`~harness.analysis.projection`: growth at a production request rate
+- :mod:`~harness.analysis.metrics`, :mod:`~harness.analysis.runview`: metric names, prefixes
+- :mod:`~harness.analysis.summary`: ``summarize(run, budgets) -> Analysis``
+"""

@@ -1,0 +1,227 @@
+"""Cyclic garbage per operation, garbage by type, and live-object growth by type.
+
+Inputs are the raw records of :class:`harness.rundata.RunData`: gc callback lines
+(``t``, ``gen``, ``count``, ``collected``, ``pause_s``, ``ops``), garbage windows
+(``t``, ``ops``, ``count``, ``by_type``, ``bytes_by_type``) and object windows
+(``t``, ``ops``, ``counts``). Operation counts are cumulative; rates are per
+1000 operations (``/kop``), per hour (``/h``) or per minute (``/min``).
+
+Every object the cyclic collector frees was garbage in a reference cycle: a
+cache that unlinks its nodes cleanly makes none (reference counting frees
+them), so objects per operation is the sharpest leak signal there is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from harness.rundata import FloatArray, Series
+
+Record = Mapping[str, Any]
+RATE_BLOCKS = 20  # enough blocks for a t-interval, few enough to hold several gen-2 each
+OTHER = "<other>"  # the samplers' bucket for types beyond their top list
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Objects per 1000 operations, with a 95% interval over time blocks."""
+
+    per_kop: float
+    ci: tuple[float, float] | None  # None with under 3 blocks that saw work
+    objects: float
+    ops: float
+
+
+@dataclass(frozen=True)
+class TypeTotal:
+    """Garbage of one type summed over windows: objects, bytes and objects per kop."""
+
+    type: str
+    objects: int
+    bytes: int
+    per_kop: float | None
+
+
+@dataclass(frozen=True)
+class TypeGrowth:
+    """Live objects of one type: change between the first and last window it appears in."""
+
+    type: str
+    first: int
+    last: int
+    delta: int
+    per_h: float
+    per_kop: float | None
+
+
+def cyclic_garbage(
+    gc_events: Sequence[Record],
+    garbage_windows: Sequence[Record],
+    ops: Series,
+    start_s: float,
+    end_s: float,
+) -> Rate | None:
+    """Objects freed by the cyclic collector per kop, between ``start_s`` and ``end_s``.
+
+    The gc sampler skips the collections the harness forces, so the objects a
+    garbage window found are added back at the window's time: together they are
+    everything the collector saw. The interval treats time blocks as the
+    independent units (a ratio estimator), since gen-2 frees garbage in lumps.
+    """
+    found = garbage_found(gc_events, garbage_windows)
+    if found is None:
+        return None
+    return block_rate(found[0], found[1], ops, start_s, end_s)
+
+
+def garbage_found(
+    gc_events: Sequence[Record], garbage_windows: Sequence[Record]
+) -> tuple[FloatArray, FloatArray] | None:
+    """Times (s) and objects found by the collector, from both record kinds.
+
+    None when neither sampler ran: unknown is not zero.
+    """
+    if not gc_events and not garbage_windows:
+        return None
+    times = [float(e["t"]) for e in gc_events] + [float(w["t"]) for w in garbage_windows]
+    amounts = [float(e.get("collected", 0)) for e in gc_events]
+    amounts += [float(w.get("count", 0)) for w in garbage_windows]
+    return np.asarray(times, dtype=np.float64), np.asarray(amounts, dtype=np.float64)
+
+
+def block_rate(
+    times: FloatArray, amounts: FloatArray, ops: Series, start_s: float, end_s: float
+) -> Rate | None:
+    """Sum of ``amounts`` per 1000 operations of ``ops`` (cumulative), with a block CI."""
+    if len(ops) < 2 or not end_s > start_s:
+        return None
+    edges = np.linspace(start_s, end_s, RATE_BLOCKS + 1)
+    work = np.diff(np.interp(edges, ops.t, ops.v))
+    inside = (times > start_s) & (times <= end_s)
+    block = np.clip(np.searchsorted(edges, times[inside], side="left") - 1, 0, RATE_BLOCKS - 1)
+    found = np.bincount(block, weights=amounts[inside], minlength=RATE_BLOCKS).astype(np.float64)
+    total_ops = float(work.sum())
+    if total_ops <= 0:
+        return None
+    ratio = float(found.sum()) / total_ops
+    return Rate(ratio * 1000.0, _ratio_ci(found, work, ratio), float(found.sum()), total_ops)
+
+
+def _ratio_ci(found: FloatArray, work: FloatArray, ratio: float) -> tuple[float, float] | None:
+    busy = work > 0
+    k = int(np.count_nonzero(busy))
+    if k < 3:
+        return None
+    # Linearised variance of a ratio of sums (Cochran, Sampling Techniques, 6.3).
+    error = found[busy] - ratio * work[busy]
+    se = math.sqrt(float(np.sum(error**2)) / (k * (k - 1))) / float(work[busy].mean())
+    half = float(stats.t.ppf(0.975, df=k - 1)) * se * 1000.0
+    return max(ratio * 1000.0 - half, 0.0), ratio * 1000.0 + half
+
+
+def collections_per_min(
+    gc_events: Sequence[Record], generation: int, start_s: float, end_s: float
+) -> float | None:
+    """Collections of one generation per minute; lines carry ``count`` (default 1)."""
+    if not end_s > start_s:
+        return None
+    total = sum(
+        int(e.get("count", 1))
+        for e in gc_events
+        if int(e.get("gen", -1)) == generation and start_s < float(e["t"]) <= end_s
+    )
+    return total / ((end_s - start_s) / 60.0)
+
+
+def pause_per_min(gc_events: Sequence[Record], start_s: float, end_s: float) -> float | None:
+    """Seconds of collector pause per minute of run, all generations."""
+    if not end_s > start_s:
+        return None
+    total = sum(float(e.get("pause_s", 0.0)) for e in gc_events if start_s < float(e["t"]) <= end_s)
+    return total / ((end_s - start_s) / 60.0)
+
+
+def garbage_by_type(windows: Sequence[Record], start_s: float) -> list[TypeTotal]:
+    """Garbage windows after ``start_s`` summed by type, most objects first."""
+    chosen = [w for w in windows if float(w["t"]) >= start_s]
+    objects: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for window in chosen:
+        for name, count in window.get("by_type", {}).items():
+            objects[name] = objects.get(name, 0) + int(count)
+        for name, size in window.get("bytes_by_type", {}).items():
+            sizes[name] = sizes.get(name, 0) + int(size)
+    work = _ops_span(chosen)
+    before = chosen[0].get("by_type", {}) if chosen else {}
+    totals = [
+        TypeTotal(
+            name,
+            count,
+            sizes.get(name, 0),
+            # The first window's garbage was made before the span measured.
+            (count - int(before.get(name, 0))) / work * 1000.0 if work else None,
+        )
+        for name, count in objects.items()
+    ]
+    return sorted(totals, key=lambda row: (-row.objects, row.type))
+
+
+def type_series(windows: Sequence[Record], field: str, types: Sequence[str]) -> dict[str, Series]:
+    """Per-type series (``t`` s, objects) from windows' ``field`` (``by_type``, ``counts``).
+
+    A type missing from a window is left out of its series, not read as zero:
+    samplers only write their top types, so absence means "not among them".
+    """
+    result: dict[str, Series] = {}
+    for name in types:
+        having = [w for w in windows if name in w.get(field, {})]
+        points = [(float(w["t"]), float(w[field][name])) for w in having]
+        t = np.asarray([p[0] for p in points], dtype=np.float64)
+        v = np.asarray([p[1] for p in points], dtype=np.float64)
+        result[name] = Series(t, v, "objects")
+    return result
+
+
+def object_growth(windows: Sequence[Record], start_s: float) -> list[TypeGrowth]:
+    """Live-object change per type between its first and last window after ``start_s``.
+
+    Sorted by growth, largest first. Per hour and per kop use the time and the
+    work between those two windows (the type's own span, see :func:`type_series`).
+    """
+    chosen = [w for w in windows if float(w["t"]) >= start_s]
+    names = {name for w in chosen for name in w.get("counts", {}) if name != OTHER}
+    rows = [_growth_row(name, chosen) for name in names]
+    found = [row for row in rows if row is not None]
+    return sorted(found, key=lambda row: (-row.delta, row.type))
+
+
+def _growth_row(name: str, windows: Sequence[Record]) -> TypeGrowth | None:
+    seen = [w for w in windows if name in w.get("counts", {})]
+    if len(seen) < 2:
+        return None
+    first, last = seen[0], seen[-1]
+    hours = (float(last["t"]) - float(first["t"])) / 3600.0
+    if hours <= 0:
+        return None
+    delta = int(last["counts"][name]) - int(first["counts"][name])
+    work = float(last.get("ops", 0)) - float(first.get("ops", 0))
+    return TypeGrowth(
+        type=name,
+        first=int(first["counts"][name]),
+        last=int(last["counts"][name]),
+        delta=delta,
+        per_h=delta / hours,
+        per_kop=delta / work * 1000.0 if work > 0 else None,
+    )
+
+
+def _ops_span(windows: Sequence[Record]) -> float:
+    """Operations covered by windows: each window holds garbage made since the one before."""
+    ops = [float(w.get("ops", 0)) for w in windows]
+    return max(ops) - min(ops) if len(ops) >= 2 else 0.0

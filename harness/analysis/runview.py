@@ -1,0 +1,183 @@
+"""A run seen up to any end time, so the same rule can be replayed on prefixes.
+
+:class:`RunView` knows which series a run has, the measured window, and how to
+judge one budget on the data up to ``end_s`` (time to detect replays the rules
+on growing prefixes). Results are memoised per (series, end): a summary asks for
+the full-length trend several times and must compute it once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.analysis import garbage as gb
+from harness.analysis.budgets import Budget
+from harness.analysis.metrics import BASIS_WORDS, judged_name
+from harness.analysis.shapes import Level, level
+from harness.analysis.trend import Trend, growth
+from harness.analysis.units import format_duration, format_rate
+from harness.analysis.verdict import Judgement, judge_level, judge_rate, no_data
+from harness.rundata import RunData, Series
+
+GARBAGE = "cyclic_garbage"
+BYTE_SERIES = ("rss", "uss")
+WARMUP_NOTE_FRACTION = 0.1  # say so when automatic warm-up hid this much of a window
+
+
+class RunView:
+    """One run, its series by name and measured window; judges budgets on prefixes."""
+
+    def __init__(self, run: RunData, warmup_s: float | None) -> None:
+        self.run = run
+        self.warmup_s = warmup_s
+        self.series: dict[str, Series] = {
+            name: s for name, s in (("rss", run.rss), ("uss", run.uss)) if len(s)
+        }
+        self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
+        self.ops = _ops_series(run)
+        self.end_s = _last_time(run, self.ops)
+        self.start_s = warmup_s if warmup_s is not None else _first_time(run)
+        self._trends: dict[tuple[str, float], Trend | None] = {}
+        self._garbage = gb.garbage_found(run.gc_events, run.garbage_windows)  # read records once
+
+    def known(self) -> list[str]:
+        return sorted({*BYTE_SERIES, GARBAGE, *self.run.gauges})
+
+    def check(self, budget: Budget, tolerate_missing: bool = False) -> None:
+        """Raise ``ValueError`` if ``budget`` names no known metric or has the wrong unit."""
+        name, text = budget.metric, budget.text
+        if name not in self.known():
+            if tolerate_missing:
+                return
+            raise ValueError(
+                f"budget {text!r}: unknown metric {name!r}; known: {', '.join(self.known())}."
+            )
+        if name == GARBAGE and (budget.kind != "rate" or budget.unit != "/kop"):
+            raise ValueError(f"budget {text!r}: cyclic garbage is counted per work: '0.5 /kop'.")
+        if name != GARBAGE and budget.per == "kop":
+            raise ValueError(f"budget {text!r}: {name} is judged per hour ('/h') or as '<= N'.")
+        if name in BYTE_SERIES and not budget.is_bytes:
+            raise ValueError(f"budget {text!r}: {name} is in bytes: write '50 MB/h' or '<= 2 GiB'.")
+
+    def trend(self, name: str, end_s: float) -> Trend | None:
+        key = (name, end_s)
+        if key not in self._trends:
+            s = self.series[name]
+            keep = s.t <= end_s
+            self._trends[key] = growth(s.t[keep], s.v[keep], self.warmup_s)
+        return self._trends[key]
+
+    def level(self, name: str, end_s: float) -> Level | None:
+        s = self.series[name]
+        keep = (s.t >= self.start_s) & (s.t <= end_s) & np.isfinite(s.v)
+        return level(s.v[keep]) if np.any(keep) else None
+
+    def garbage(self, end_s: float) -> gb.Rate | None:
+        if self._garbage is None:
+            return None
+        times, amounts = self._garbage
+        return gb.block_rate(times, amounts, self.ops, self.start_s, min(end_s, self.end_s))
+
+    def ops_per_s(self) -> float | None:
+        if len(self.ops) < 2 or not self.end_s > self.start_s:
+            return None
+        done = np.interp([self.start_s, self.end_s], self.ops.t, self.ops.v)
+        return float(done[1] - done[0]) / (self.end_s - self.start_s)
+
+    def judge(self, budget: Budget, end_s: float) -> tuple[Judgement, str]:
+        """The judgement on data up to ``end_s`` and the metric name it belongs to."""
+        name = budget.metric
+        if name == GARBAGE:
+            rate = self.garbage(end_s)
+            if rate is None:
+                return no_data("cyclic garbage", "no gc events or no operations counted."), name
+            return judge_rate("cyclic garbage", rate.per_kop, rate.ci, budget), name
+        if name not in self.series:
+            return no_data(name, "the run recorded no samples of it."), f"{name}_growth"
+        if budget.kind == "level":
+            held = self.level(name, end_s)
+            if held is None:
+                return no_data(name, "no samples after warm-up."), f"{name}_max"
+            return judge_level(name, held, budget), f"{name}_max"
+        trend = self.trend(name, end_s)
+        if trend is None:
+            return no_data(name, "too few samples after warm-up to fit a slope."), f"{name}_growth"
+        slope = trend.judged
+        label = f"{name} {BASIS_WORDS[trend.basis]}"
+        return judge_rate(label, slope.per_h, slope.ci, budget), judged_name(name, trend)
+
+    def shape_details(self) -> dict[str, Any]:
+        """Per series: measured window, judged basis and shapes found (JSON-able)."""
+        found: dict[str, Any] = {}
+        for name in self.series:
+            trend = self.trend(name, self.end_s)
+            if trend is None:
+                continue
+            step = trend.step
+            found[name] = {
+                "start_s": trend.start_s,
+                "end_s": trend.end_s,
+                "samples": trend.n,
+                "basis": trend.basis,
+                "plateau": trend.plateau,
+                "sped_up": trend.sped_up,
+                "drops": trend.drops,
+                "step": {"at_s": step.at_s, "height": step.height} if step else None,
+            }
+        return found
+
+
+def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:
+    """Sentences about the shapes found in the named series, for the reasons list."""
+    notes: list[str] = []
+    for name in names:
+        if name not in view.series or (trend := view.trend(name, view.end_s)) is None:
+            continue
+        unit = view.series[name].unit
+        skipped = trend.start_s - view.start_s
+        if skipped > WARMUP_NOTE_FRACTION * (view.end_s - view.start_s):
+            notes.append(
+                f"{name}: the first {format_duration(skipped)} looked like warm-up "
+                "(automatic detection) and was not measured."
+            )
+        if trend.floor is not None:
+            notes.append(
+                f"{name}: sawtooth ({trend.drops} drops); judged on the post-collection floor, "
+                f"{format_rate(trend.reclaimable, unit)} above it is freed by collections."
+            )
+        if trend.step is not None and trend.basis == "after_step":
+            notes.append(
+                f"{name}: one step of {format_rate(trend.step.height, unit)} at "
+                f"{trend.step.at_s:.0f} s, judged on the growth after it (a one-off cost)."
+            )
+        if trend.basis == "tail":
+            change = "grew, then levelled off (plateau)" if trend.plateau else "sped up late"
+            notes.append(f"{name}: {change}; judged on the last third.")
+    return notes
+
+
+def _ops_series(run: RunData) -> Series:
+    """Cumulative operations over time: the run's own, else from records carrying ``ops``."""
+    if len(run.ops) >= 2:
+        return run.ops
+    records = [*run.gc_events, *run.garbage_windows, *run.object_windows]
+    points = sorted((float(r["t"]), float(r["ops"])) for r in records if "ops" in r)
+    t = np.asarray([p[0] for p in points], dtype=np.float64)
+    v = np.maximum.accumulate(np.asarray([p[1] for p in points], dtype=np.float64)) if points else t
+    return Series(t, v, "ops")
+
+
+def _first_time(run: RunData) -> float:
+    firsts = [float(np.min(s.t)) for s in (run.rss, run.ops, *run.gauges.values()) if len(s)]
+    return min(firsts, default=0.0)
+
+
+def _last_time(run: RunData, ops: Series) -> float:
+    lasts = [float(np.max(s.t)) for s in (run.rss, run.uss, ops, *run.gauges.values()) if len(s)]
+    lasts += [float(r["t"]) for r in run.gc_events[-1:]]  # written in time order
+    finite = [x for x in lasts if math.isfinite(x)]
+    return max(finite, default=0.0)

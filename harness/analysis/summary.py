@@ -1,0 +1,172 @@
+"""One run's verdict, reasons and metrics: what ``summary.json`` holds.
+
+:func:`summarize` is the single entry point the runner, CLI and pytest plugin
+call. A budget names a metric family: ``rss`` / ``uss`` (bytes: growth per hour
+or a level), ``cyclic_garbage`` (objects per 1000 operations), or any gauge
+the run recorded (growth per hour or a level). Metric names are listed in
+:mod:`harness.analysis.metrics`; besides the series ones there are
+``cyclic_garbage`` (/kop), ``gen2_collections`` (/min), ``gc_pause`` (s/min)
+and ``ops_per_s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.analysis import garbage as gb
+from harness.analysis.budgets import Budget, parse_budget
+from harness.analysis.cycle_shapes import aggregate_cycles
+from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
+from harness.analysis.runview import GARBAGE, RunView, describe_shapes
+from harness.analysis.verdict import (
+    Judgement,
+    combine,
+    detection_grid,
+    time_to_detect,
+    worst,
+)
+from harness.rundata import RunData
+
+ANALYSIS_VERSION = 1
+TOP_ROWS = 15
+
+
+@dataclass
+class Analysis:
+    """Verdict, reasons (worst first), metrics by name, time to detect (s since start)."""
+
+    verdict: str
+    reasons: list[str]
+    metrics: dict[str, Metric]
+    time_to_detect_s: float | None = None
+    window_s: tuple[float, float] | None = None  # measured: after warm-up to last sample
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "analysis_version": ANALYSIS_VERSION,
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "time_to_detect_s": self.time_to_detect_s,
+            "window_s": list(self.window_s) if self.window_s else None,
+            "metrics": {name: metric.to_json() for name, metric in self.metrics.items()},
+            "details": self.details,
+        }
+
+
+def summarize(
+    run: RunData,
+    budgets: Sequence[str],
+    warmup_s: float | None = None,
+    *,
+    outcome: str | None = None,
+    outcome_reason: str | None = None,
+) -> Analysis:
+    """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
+
+    ``warmup_s``: seconds since start before which nothing is measured; None
+    takes the run's ``warmup_end`` event (or 0). Automatic detection may cut a
+    further transient per series, never more than half of what remains.
+    ``outcome``: the runner's process verdict (``crashed``, ``hung``,
+    ``ceiling``, ``error``), which overrides; the partial data is still
+    analysed, and budgets naming gauges the run never recorded are reported
+    instead of raising. Raises ``ValueError`` for malformed or unknown budgets.
+    """
+    view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s)
+    parsed = [parse_budget(text) for text in budgets]
+    for budget in parsed:
+        view.check(budget, tolerate_missing=outcome is not None)
+    metrics = _metrics(view)
+    judgements = []
+    for budget in parsed:
+        judgement, name = view.judge(budget, view.end_s)
+        judgements.append(judgement)
+        if name in metrics:
+            metrics[name] = metrics[name].judged(budget.text, judgement.status)
+    verdict, reasons = combine(judgements, outcome, outcome_reason)
+    reasons += describe_shapes(view, _judged_series(parsed))
+    return Analysis(
+        verdict=verdict,
+        reasons=reasons,
+        metrics=metrics,
+        time_to_detect_s=_time_to_detect(view, parsed, verdict),
+        window_s=(view.start_s, view.end_s) if view.end_s > view.start_s else None,
+        details=_details(view, parsed, judgements),
+    )
+
+
+def _metrics(view: RunView) -> dict[str, Metric]:
+    found: dict[str, Metric] = {}
+    for name, series in view.series.items():
+        trend = view.trend(name, view.end_s)
+        if trend is not None:
+            found.update(trend_metrics(name, trend, series.unit))
+        held = view.level(name, view.end_s)
+        if held is not None:
+            found.update(level_metric(name, held, series.unit))
+    rate = view.garbage(view.end_s)
+    if rate is not None:
+        found[GARBAGE] = Metric(rate.per_kop, "/kop", rate.ci, note=f"{rate.objects:.0f} objects")
+    found.update(_gc_metrics(view))
+    return found
+
+
+def _gc_metrics(view: RunView) -> dict[str, Metric]:
+    found: dict[str, Metric] = {}
+    events, start, end = view.run.gc_events, view.start_s, view.end_s
+    if events:
+        per_min = gb.collections_per_min(events, 2, start, end)
+        pause = gb.pause_per_min(events, start, end)
+        if per_min is not None and pause is not None:
+            found["gen2_collections"] = Metric(per_min, "/min")
+            found["gc_pause"] = Metric(pause, "s/min")
+    speed = view.ops_per_s()
+    if speed is not None:
+        found["ops_per_s"] = Metric(speed, "ops/s")
+    return found
+
+
+def _judged_series(budgets: Sequence[Budget]) -> list[str]:
+    return list(dict.fromkeys(["rss", *(b.metric for b in budgets if b.metric != GARBAGE)]))
+
+
+def _time_to_detect(view: RunView, budgets: Sequence[Budget], verdict: str) -> float | None:
+    """Earliest prefix end (s since start) from which the data gave ``verdict`` and kept it."""
+    if verdict not in ("leak", "suspicious") or not budgets:
+        return None
+
+    def status_at(end_s: float) -> str:
+        return worst([view.judge(budget, end_s)[0].status for budget in budgets])
+
+    return time_to_detect(detection_grid(view.start_s, view.end_s), status_at, verdict)
+
+
+def _details(
+    view: RunView, budgets: Sequence[Budget], judgements: Sequence[Judgement]
+) -> dict[str, Any]:
+    run = view.run
+    cycles = [c for w in run.garbage_windows for c in w.get("cycles", ())]
+    return {
+        "budgets": [
+            {"text": b.text, "status": j.status, "rule": j.rule, "reason": j.reason}
+            for b, j in zip(budgets, judgements, strict=True)
+        ],
+        "series": view.shape_details(),
+        "garbage_by_type": [
+            dataclasses.asdict(row) for row in gb.garbage_by_type(run.garbage_windows, view.start_s)
+        ][:TOP_ROWS],
+        "object_growth": [
+            dataclasses.asdict(row) for row in gb.object_growth(run.object_windows, view.start_s)
+        ][:TOP_ROWS],
+        "cycles": [
+            {"shape": list(c.shape), "count": c.count, "retained_bytes": c.retained_bytes,
+             "types": list(c.types)}
+            for c in aggregate_cycles(cycles)
+        ],
+    }
+
+
+__all__ = ["Analysis", "Metric", "slope_metric", "summarize"]
