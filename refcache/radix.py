@@ -58,7 +58,11 @@ class RadixCache:
         self.tree_nodes = 1
         self.full_evictable_size_ = 0
         self.full_protected_size_ = 0
-        self.full_lru_list = LRUList("prev", "next", "lock_ref", self._clears_pointers())
+        self.full_lru_list = self._make_full_lru_list()
+
+    def _make_full_lru_list(self) -> LRUList:
+        """hook: build the full list (the Unified cache's reads dict pointers)."""
+        return LRUList("prev", "next", "lock_ref", self._clears_pointers())
 
     def _clears_pointers(self) -> bool:
         """hook: whether LRU removal clears pointers (False under ``*-lru-unlink``)."""
@@ -250,7 +254,7 @@ class RadixCache:
 
     def alloc_request(self, req: Req) -> bool:
         """Match the request's prefix, lock it and allocate the rest; False if full."""
-        match = self.match_prefix(req.key())
+        match = self._match_for_request(req.key())
         self.inc_lock_ref(match.last_device_node)
         slots = self.alloc_tokens(len(req.token_ids) - len(match.device_indices))
         if slots is None or not self._alloc_request_state(req, match):
@@ -262,6 +266,10 @@ class RadixCache:
         req.prefix_len = len(match.device_indices)
         req.last_node = match.last_device_node
         return True
+
+    def _match_for_request(self, key: RadixKey) -> MatchResult:
+        """hook: the match a new request starts from (HiCache loads host hits back)."""
+        return self.match_prefix(key)
 
     def _alloc_request_state(self, req: Req, match: MatchResult) -> bool:
         """hook: allocate per-request state beyond KV slots (Mamba: a state slot)."""

@@ -27,9 +27,27 @@ class Churn:
     rid: int = 0
 
     def outstanding(self) -> tuple[int, int]:
+        """KV slots and state slots the running requests hold outside the tree.
+
+        A cache whose requests hold more than one kind of slot (SWA slots per
+        token, several state pools) says so through ``held_by(req)``: a dict
+        ``{"kv": n, <pool>: m, ...}``; the state count is then the sum over
+        its non-KV pools.
+        """
+        if hasattr(self.cache, "held_by"):
+            held = self.held()
+            return held.pop("kv", 0), sum(held.values())
         kv = sum(len(r.kv_indices) - r.prefix_len for r in self.live)
         states = sum(1 for r in self.live if r.state_slot is not None)
         return kv, states
+
+    def held(self) -> dict[str, int]:
+        """Per pool, the slots running requests hold (caches with ``held_by``)."""
+        totals: dict[str, int] = {}
+        for req in self.live:
+            for pool, n in self.cache.held_by(req).items():
+                totals[pool] = totals.get(pool, 0) + n
+        return totals
 
     def new_tokens(self) -> list[int]:
         system = [self.rng.randrange(self.prompts)] * 6
@@ -69,6 +87,21 @@ class Churn:
     def check(self) -> None:
         kv, states = self.outstanding()
         self.cache.sanity_check(kv, states)
+
+    def replay(self, ops: list[tuple[str, int]]) -> None:
+        """Run (op name, seed) pairs, checking after each: a shrinkable form for hypothesis.
+
+        Each op draws its randomness from its own seed; an op that cannot run
+        (nothing live, or too many live) becomes ``admit`` or ``finish`` as in ``step``.
+        """
+        for op, seed in ops:
+            self.rng.seed(seed)
+            if not self.live and op not in ("admit", "evict"):
+                op = "admit"
+            if len(self.live) >= self.max_running:
+                op = "finish"
+            getattr(self, op)()
+            self.check()
 
     def drain(self) -> None:
         while self.live:

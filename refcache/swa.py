@@ -1,0 +1,410 @@
+"""SWARadixCache: full KV plus sliding-window (SWA) KV per token.
+
+Each cached token has a full KV slot (``value``) and a slot in a separate,
+smaller SWA pool (``swa_value``). SWA layers only read the last
+``sliding_window`` tokens, so SWA eviction may free an internal node's SWA
+slots and keep its full KV (``swa_tombstone``). Two LRU lists: ``full``
+(``prev``/``next``, ``lock_ref``) and ``swa`` (non-tombstones only,
+``swa_prev``/``swa_next``, ``swa_lock_ref``). A lock takes full refs to the
+root but SWA refs only over the last window; as in SGLang the node where the
+window ends carries a ``swa_uuid``, recorded per lock on the locked node
+(``swa_lock_uuids``) so the unlock stops there even after splits move it.
+
+Requests own the SWA slots of their tokens past the cached prefix
+(``req.aux["swa_indices"]``, see ``own_swa``). Unlike SGLang they keep them
+all while running (no freeing of tokens that slid out of the window).
+
+Incident 1 (``swa-lru-unlink``): a tombstoned parent keeps ``swa_prev``
+pointing at its child (children sit just MRU-side of their parent); once the
+child is evicted and the childless tombstone cascade-deleted,
+``parent.swa_prev -> child`` and ``child.parent -> parent`` form a cycle.
+The helpers below (window match and locks, insert ownership) are shared with
+the Unified cache's SWA component.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from refcache.checks import check_links, check_list_members
+from refcache.keys import RadixKey, page_aligned
+from refcache.lru import LRUList
+from refcache.node import BaseNode
+from refcache.pools import SlotAllocator
+from refcache.radix import MatchResult, RadixCache
+from refcache.req import Req
+
+_swa_uuids = itertools.count(1)
+_NONE = torch.empty(0, dtype=torch.int64)
+NodeTest = Callable[[Any], bool]
+NodeAction = Callable[[Any], None]
+
+
+class TreeNode(BaseNode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.swa_value: torch.Tensor | None = None
+        self.swa_tombstone = False
+        self.swa_lock_ref = 0
+        self.swa_prev: Any = None
+        self.swa_next: Any = None
+        self.swa_uuid: int | None = None  # set on a node where some lock's window ends
+        self.swa_lock_uuids: list[int | None] = []  # one per lock taken at this node
+
+
+def _holds_swa(node: Any) -> bool:
+    return not node.swa_tombstone
+
+
+def own_swa(req: Req) -> torch.Tensor:
+    """SWA slots the request owns: ``[i]`` is the slot of token ``prefix_len + i``."""
+    slots: torch.Tensor = req.aux.get("swa_indices", _NONE)
+    return slots
+
+
+def window_match(
+    root: Any, last: Any, window: int, holds: NodeTest, usable: NodeTest | None = None
+) -> tuple[Any, int]:
+    """The deepest node on the path to ``last`` a match may end at, and its depth.
+
+    Its last ``window`` tokens must all hold SWA KV (``holds``), or its whole
+    path must: past a tombstone a request could not attend over its window.
+    ``usable`` adds a condition of another component (Unified: a Mamba state).
+    """
+    path = []
+    while last is not root:
+        path.append(last)
+        last = last.parent
+    best, best_depth, depth = root, 0, 0
+    since_tombstone: float = float("inf")  # no tombstone yet: any depth is usable
+    for node in reversed(path):
+        depth += len(node.value)
+        since_tombstone = since_tombstone + len(node.value) if holds(node) else 0
+        if since_tombstone >= window and (usable is None or usable(node)):
+            best, best_depth = node, depth
+    return best, best_depth
+
+
+def lock_window(node: Any, root: Any, window: int, lock: NodeAction) -> int | None:
+    """``lock`` the nodes covering the last window; return the uuid where it ends."""
+    covered = 0
+    while node is not root:
+        lock(node)
+        covered += len(node.value)
+        if covered >= window:
+            if node.swa_uuid is None:
+                node.swa_uuid = next(_swa_uuids)
+            uuid: int = node.swa_uuid
+            return uuid
+        node = node.parent
+    return None  # the whole path is shorter than the window: locked to the root
+
+
+def unlock_window(node: Any, root: Any, uuid: int | None, unlock: NodeAction) -> None:
+    """Undo ``lock_window``: stop at the node carrying ``uuid``."""
+    while node is not root:
+        unlock(node)
+        if uuid is not None and node.swa_uuid == uuid:
+            return
+        node = node.parent
+
+
+def next_segment(extra: dict[str, Any], length: int) -> tuple[torch.Tensor | None, bool]:
+    """Step an insert past a node of ``length`` tokens; return the caller's SWA
+    slots for it (None: the tree owned them all already) and whether they cover
+    the whole node (only then may a tombstone be revived with them)."""
+    start: int = extra["offset"]
+    base: int = extra["swa_from"]
+    end = extra["offset"] = start + length
+    if end <= base:
+        return None, False
+    lo = max(start, base)
+    slots: torch.Tensor = extra["swa_owned"][lo - base : end - base].clone()
+    return slots, lo == start
+
+
+class SWARadixCache(RadixCache):
+    node_cls = TreeNode
+    regression = "swa-lru-unlink"
+
+    def __init__(
+        self,
+        kv_pool: SlotAllocator,
+        swa_pool: SlotAllocator,
+        sliding_window: int,
+        page_size: int = 1,
+        inject: tuple[str, ...] = (),
+    ) -> None:
+        if sliding_window < 1:
+            raise ValueError(f"sliding_window must be at least 1, got {sliding_window}")
+        self.swa_pool = swa_pool
+        self.sliding_window = sliding_window
+        super().__init__(kv_pool, page_size, inject)
+
+    def reset(self) -> None:
+        super().reset()
+        self.root_node.swa_value = torch.empty(0, dtype=torch.int64)
+        self.root_node.swa_lock_ref = 1
+        self.swa_evictable_size_ = 0
+        self.swa_protected_size_ = 0
+        self.swa_lru_list = LRUList("swa_prev", "swa_next", "swa_lock_ref", self._clears_pointers())
+
+    def _clears_pointers(self) -> bool:
+        return self.regression not in self.inject
+
+    # ------------------------------------------------------------------ match
+    def match_prefix(self, key: RadixKey) -> MatchResult:
+        key = key[: page_aligned(len(key), self.page_size)]
+        values, last = self._match_helper(key)
+        best, depth = window_match(self.root_node, last, self.sliding_window, _holds_swa)
+        indices = torch.cat(values)[:depth] if values else torch.empty(0, dtype=torch.int64)
+        return MatchResult(indices, best, best)
+
+    def _touch(self, node: Any) -> None:
+        super()._touch(node)
+        if node is not self.root_node:
+            self.swa_lru_list.reset_node_and_parents_mru(node, self.root_node, _holds_swa)
+
+    # ------------------------------------------------------------------ split
+    def _split_extra(self, new: Any, child: Any, split_len: int) -> None:
+        new.swa_tombstone, new.swa_lock_ref = child.swa_tombstone, child.swa_lock_ref
+        if child.swa_value is not None:
+            new.swa_value = child.swa_value[:split_len].clone()
+            child.swa_value = child.swa_value[split_len:].clone()
+        new.swa_uuid, child.swa_uuid = child.swa_uuid, None  # a window ending here ends higher
+
+    def _list_insert_split(self, new: Any, child: Any) -> None:
+        super()._list_insert_split(new, child)
+        if not new.swa_tombstone:
+            self.swa_lru_list.members[new.id] = new
+            self.swa_lru_list._link_after(child, new)
+
+    # ------------------------------------------------------------------ insert
+    def insert_with_swa(
+        self, key: RadixKey, value: torch.Tensor, swa_owned: torch.Tensor, swa_from: int = 0
+    ) -> int:
+        """Insert; ``swa_owned[i]`` is the SWA slot of token ``swa_from + i``.
+
+        The tree takes those over up to the page-aligned key length: new leaves
+        and revived tombstones adopt them, duplicates are freed. Duplicate KV
+        slots stay the caller's to free, as for RadixCache.
+        """
+        return self.insert(key, value, {"swa_owned": swa_owned, "swa_from": swa_from})
+
+    def insert(
+        self, key: RadixKey, value: torch.Tensor, extra: dict[str, Any] | None = None
+    ) -> int:
+        if extra is None or "swa_owned" not in extra:
+            raise ValueError("SWARadixCache.insert needs SWA slots (use insert_with_swa)")
+        extra.setdefault("swa_from", 0)
+        extra["offset"] = 0  # token position of the node the hooks see (next_segment)
+        return super().insert(key, value, extra)
+
+    def _on_insert_match(self, node: Any, extra: dict[str, Any]) -> None:
+        super()._on_insert_match(node, extra)
+        slots, whole = next_segment(extra, len(node.key))
+        if slots is not None and node.swa_tombstone and whole:
+            self._give_swa(node, slots)  # revive: the window before the new tokens is whole
+        elif slots is not None:
+            self.swa_pool.free(slots)
+
+    def _leaf_extra(self, leaf: Any, extra: dict[str, Any]) -> None:
+        slots, whole = next_segment(extra, len(leaf.key))
+        if slots is None or not whole:
+            raise AssertionError("a new leaf cannot start inside the caller's cached prefix")
+        self._give_swa(leaf, slots)
+
+    def _give_swa(self, node: Any, slots: torch.Tensor) -> None:
+        node.swa_value, node.swa_tombstone = slots, False
+        self.swa_evictable_size_ += len(slots)
+        self.swa_lru_list.insert_mru(node)
+
+    # ------------------------------------------------------------------ evict
+    def evict(self, num_tokens: int, swa_num: int = 0, **_: int) -> int:
+        evicted = self.evict_full(num_tokens) if num_tokens > 0 else 0
+        if swa_num > 0:
+            self.evict_swa(swa_num)
+        return evicted
+
+    def evict_full(self, num_tokens: int) -> int:
+        evicted = 0
+        x = self.full_lru_list.leaf_lru_no_lock()
+        while evicted < num_tokens and x is not None:
+            x_next = self.full_lru_list.prev_leaf_no_lock(x)
+            delta, x = self._evict_leaf_node(x)
+            evicted += delta
+            if not x.parent.children:
+                x_next = self.full_lru_list.leaf_lru_no_lock()  # the parent may be LRU now
+            x = x_next
+        return evicted
+
+    def evict_swa(self, num_tokens: int) -> int:
+        """Free SWA slots LRU first: tombstone internal nodes, delete leaves."""
+        evicted = 0
+        x = self.swa_lru_list.lru_no_lock()
+        while evicted < num_tokens and x is not None:
+            x_next = self.swa_lru_list.prev_no_lock(x)
+            evicted += len(x.value)
+            if x.children:
+                self._tombstone(x)
+            else:
+                self._evict_leaf_node(x)  # the cascade deletes tombstones only: x_next stays
+            x = x_next
+        return evicted
+
+    def _tombstone(self, x: Any) -> None:
+        if x.swa_lock_ref:
+            raise AssertionError(f"cannot free SWA of node {x.id}: it is in a locked window")
+        self.swa_pool.free(x.swa_value)
+        self.swa_evictable_size_ -= len(x.value)
+        self.swa_lru_list.remove_node(x)
+        x.swa_value, x.swa_tombstone = None, True
+
+    def _evict_leaf_node(self, x: Any) -> tuple[int, Any]:
+        """Delete an unlocked leaf and the childless unlocked tombstones above it.
+
+        Returns the KV tokens freed and the last node deleted."""
+        if x.lock_ref or x.swa_tombstone:
+            raise AssertionError(f"cannot evict leaf {x.id}: locked or a tombstone")
+        self._tombstone(x)
+        evicted = self._evict_leaf(x)
+        while x.parent is not self.root_node and not x.parent.children:
+            if not x.parent.swa_tombstone or x.parent.lock_ref:
+                break
+            x = x.parent
+            evicted += self._evict_leaf(x)
+        return evicted, x
+
+    # ------------------------------------------------------------------ locks
+    def inc_lock_ref(self, node: Any) -> None:
+        if node is not self.root_node:
+            uuid = lock_window(node, self.root_node, self.sliding_window, self._swa_lock)
+            node.swa_lock_uuids.append(uuid)
+        super().inc_lock_ref(node)
+
+    def dec_lock_ref(self, node: Any) -> None:
+        if node is not self.root_node:
+            if not node.swa_lock_uuids:
+                raise AssertionError(f"dec_lock_ref on node {node.id} that holds no lock")
+            unlock_window(node, self.root_node, node.swa_lock_uuids.pop(), self._swa_unlock)
+        super().dec_lock_ref(node)
+
+    def _swa_lock(self, node: Any) -> None:
+        if node.swa_tombstone:
+            raise AssertionError(f"SWA lock over tombstone {node.id}")
+        if node.swa_lock_ref == 0:
+            self.swa_evictable_size_ -= len(node.value)
+            self.swa_protected_size_ += len(node.value)
+        node.swa_lock_ref += 1
+
+    def _swa_unlock(self, node: Any) -> None:
+        if node.swa_lock_ref <= 0:
+            raise AssertionError(f"swa_lock_ref of node {node.id} would go negative")
+        if node.swa_lock_ref == 1:
+            self.swa_evictable_size_ += len(node.value)
+            self.swa_protected_size_ -= len(node.value)
+        node.swa_lock_ref -= 1
+
+    def swa_evictable_size(self) -> int:
+        return self.swa_evictable_size_
+
+    def swa_protected_size(self) -> int:
+        return self.swa_protected_size_
+
+    # ------------------------------------------------------------------ requests
+    def alloc_swa(self, n: int) -> torch.Tensor | None:
+        """n SWA slots, tombstoning or evicting unlocked nodes first if short."""
+        short = n - self.swa_pool.available_size()
+        if short > 0:
+            self.evict_swa(short)
+        return self.swa_pool.alloc(n)
+
+    def _alloc_request_state(self, req: Req, match: MatchResult) -> bool:
+        slots = self.alloc_swa(len(req.token_ids) - len(match.device_indices))
+        if slots is not None:
+            req.aux["swa_indices"] = slots
+        return slots is not None
+
+    def extend_request(self, req: Req, tokens: list[int]) -> bool:
+        slots = self.alloc_swa(len(tokens))
+        if slots is None:
+            return False
+        if not super().extend_request(req, tokens):
+            self.swa_pool.free(slots)
+            return False
+        req.aux["swa_indices"] = torch.cat((own_swa(req), slots))
+        return True
+
+    def _insert_req(self, req: Req) -> int:
+        """Insert the request's page-aligned tokens, free its duplicate KV; return the length."""
+        length = page_aligned(len(req.kv_indices), self.page_size)
+        own = own_swa(req)
+        prefix = self.insert_with_swa(req.key(length), req.kv_indices[:length], own, req.prefix_len)
+        self.kv_pool.free(req.kv_indices[req.prefix_len : max(prefix, req.prefix_len)])
+        req.aux["swa_indices"] = own[length - req.prefix_len :]  # the tree took the rest
+        return length
+
+    def cache_unfinished_req(self, req: Req) -> None:
+        length = self._insert_req(req)
+        match = self.match_prefix(req.key(length))
+        if len(match.device_indices) != length:
+            raise AssertionError(f"req {req.rid}: the window before {length} is not intact")
+        self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(match.last_device_node)
+        req.kv_indices = torch.cat((match.device_indices, req.kv_indices[length:]))
+        req.prefix_len, req.last_node = length, match.last_device_node
+
+    def cache_finished_req(self, req: Req) -> None:
+        length = self._insert_req(req)
+        self.kv_pool.free(req.kv_indices[length:])  # the unaligned tail is not cached
+        self.swa_pool.free(req.aux.pop("swa_indices", _NONE))
+        self.dec_lock_ref(req.last_node)
+        req.last_node = None
+
+    def held_by(self, req: Req) -> dict[str, int]:
+        """Slots the request holds outside the tree, per pool."""
+        return {"kv": len(req.kv_indices) - req.prefix_len, "swa": len(own_swa(req))}
+
+    # ------------------------------------------------------------------ introspection
+    def stats(self) -> dict[str, float]:
+        return {
+            **super().stats(),
+            "swa_lru": len(self.swa_lru_list),
+            "swa_available": self.swa_pool.available_size(),
+            "swa_evictable": self.swa_evictable_size_,
+            "swa_protected": self.swa_protected_size_,
+            "tombstones": sum(1 for n in self.iter_nodes() if n.swa_tombstone),
+        }
+
+    def _sanity_extra(self, outstanding_states: int) -> None:
+        """``outstanding_states``: the SWA slots running requests hold (``held_by``)."""
+        nodes = [n for n in check_links(self) if n is not self.root_node]
+        for n in nodes:
+            self._check_node(n)
+        live = [n for n in nodes if not n.swa_tombstone]
+        check_list_members(self.swa_lru_list, live, "swa")
+        evictable = sum(len(n.value) for n in live if n.swa_lock_ref == 0)
+        protected = sum(len(n.value) for n in live if n.swa_lock_ref > 0)
+        if (evictable, protected) != (self.swa_evictable_size_, self.swa_protected_size_):
+            raise AssertionError(
+                f"swa sizes: tree has {evictable}/{protected}, counters say "
+                f"{self.swa_evictable_size_}/{self.swa_protected_size_}"
+            )
+        available = self.swa_pool.available_size()
+        if available + evictable + protected + outstanding_states != self.swa_pool.size:
+            raise AssertionError(
+                f"swa pool: available {available} + evictable {evictable} + protected "
+                f"{protected} + requests {outstanding_states} != {self.swa_pool.size}"
+            )
+
+    def _check_node(self, n: Any) -> None:
+        if n.swa_tombstone != (n.swa_value is None) or (not n.children and n.swa_tombstone):
+            raise AssertionError(f"node {n.id}: tombstone flag wrong or a tombstone leaf")
+        if n.swa_value is not None and len(n.swa_value) != len(n.value):
+            raise AssertionError(f"node {n.id}: {len(n.swa_value)} SWA slots, {len(n.value)} KV")
+        if not 0 <= n.swa_lock_ref <= n.lock_ref or (n.swa_tombstone and n.swa_lock_ref):
+            raise AssertionError(f"node {n.id}: swa_lock_ref {n.swa_lock_ref}, lock {n.lock_ref}")
