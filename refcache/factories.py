@@ -1,0 +1,219 @@
+"""One factory per cache class: what scenarios (and ``--target`` users) call.
+
+Every factory takes ``inject`` (names from ``refcache.regressions``; empty is the
+fixed code) and keyword options for pool sizes and shapes, and returns a cache
+speaking the protocol in ``scenarios/workloads/protocol.py``. Factories for
+caches that live elsewhere in the package import them lazily, so importing this
+module stays cheap. The PP-capable caches (HiRadix, Unified) start a local gloo
+pipeline when ``pp_world_size > 1``; the cache's ``close()`` then stops it.
+
+Shared options:
+
+- ``inject``: regressions to switch on, e.g. ``("hiradix-pp-sync-no-drain",)``.
+- ``kv_size``: device KV pool size in tokens.
+- ``page_size``: tokens per page; keys and matches are cut to whole pages.
+- ``mamba_size``: device Mamba state slots (one per cached sequence end or request).
+- ``conv_shape`` / ``ssm_shape``: shape of one Mamba conv / ssm state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refcache.himamba import HiMambaRadixCache
+from refcache.hiradix import HiRadixCache
+from refcache.mamba import MambaRadixCache
+from refcache.pools import HostPool, SlotAllocator, StatePool
+from refcache.pp_sync import Pipeline, start_pipeline
+from refcache.radix import RadixCache
+
+CONV_SHAPE = (2, 16)
+SSM_SHAPE = (16, 16)
+
+
+def radix_cache(inject: Sequence[str] = (), kv_size: int = 8192, page_size: int = 1) -> RadixCache:
+    """The plain prefix cache (no regressions of its own; the control)."""
+    return RadixCache(SlotAllocator(kv_size), page_size, tuple(inject))
+
+
+def mamba_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 16384,
+    mamba_size: int = 48,
+    page_size: int = 1,
+    conv_shape: tuple[int, ...] = CONV_SHAPE,
+    ssm_shape: tuple[int, ...] = SSM_SHAPE,
+) -> MambaRadixCache:
+    """MambaRadixCache (incident 1 as ``mamba-lru-unlink``)."""
+    states = StatePool(mamba_size, tuple(conv_shape), tuple(ssm_shape))
+    return MambaRadixCache(SlotAllocator(kv_size), states, page_size, tuple(inject))
+
+
+def swa_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 16384,
+    swa_size: int = 2048,
+    sliding_window: int = 64,
+    page_size: int = 1,
+) -> Any:
+    """SWARadixCache (incident 1 as ``swa-lru-unlink``).
+
+    ``swa_size``: SWA KV pool size in tokens; ``sliding_window``: tokens the SWA
+    layers attend over (a match must end with that many SWA-resident tokens).
+    """
+    from refcache.swa import SWARadixCache
+
+    swa = SlotAllocator(swa_size, "swa")
+    return SWARadixCache(SlotAllocator(kv_size), swa, sliding_window, page_size, tuple(inject))
+
+
+def unified_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 16384,
+    mamba_size: int | None = None,
+    swa_size: int | None = None,
+    sliding_window: int | None = None,
+    page_size: int = 1,
+    conv_shape: tuple[int, ...] = CONV_SHAPE,
+    ssm_shape: tuple[int, ...] = SSM_SHAPE,
+    pp_world_size: int = 1,
+    pp_lag_s: float = 0.05,
+    pp_payload: int = 1,
+    pp_timeout_s: float = 60.0,
+) -> Any:
+    """UnifiedRadixCache with the components given a size (incidents 1 and 3).
+
+    ``mamba_size`` adds a Mamba component, ``swa_size`` (with ``sliding_window``)
+    an SWA component; PP options as for :func:`hiradix_cache`.
+    """
+    from refcache.unified import UnifiedRadixCache
+
+    kv = SlotAllocator(kv_size)
+    components: dict[str, SlotAllocator] = {"full": kv}
+    if mamba_size is not None:
+        components["mamba"] = StatePool(mamba_size, tuple(conv_shape), tuple(ssm_shape))
+    if swa_size is not None:
+        components["swa"] = SlotAllocator(swa_size, "swa")
+    pipeline = _pipeline(pp_world_size, pp_lag_s, pp_payload, pp_timeout_s)
+
+    def build(pp: Any) -> Any:
+        return UnifiedRadixCache(
+            kv, components, page_size, tuple(inject), pp, sliding_window, pp_payload
+        )
+
+    return _with_pipeline(build, pipeline)
+
+
+def hiradix_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 8192,
+    host_size: int = 16384,
+    page_size: int = 1,
+    write_through_threshold: int = 2,
+    load_back_threshold: int = 2,
+    latency_ticks: int = 2,
+    kv_row_elems: int = 8,
+    pp_world_size: int = 1,
+    pp_lag_s: float = 0.05,
+    pp_payload: int = 1,
+    pp_timeout_s: float = 60.0,
+) -> HiRadixCache:
+    """HiRadixCache (incident 3 as ``hiradix-pp-sync-no-drain`` when PP is on).
+
+    - ``host_size``: host pool size in tokens (backed-up KV).
+    - ``write_through_threshold``: insert hits before a node is copied to the host.
+    - ``load_back_threshold``: fewer host-hit tokens than this are not loaded back.
+    - ``latency_ticks``: event rounds a controller copy takes to complete.
+    - ``kv_row_elems``: fp16 elements per token row in the device and host buffers.
+    - ``pp_world_size``: pipeline ranks; 1 runs without PP, N > 1 spawns ranks
+      1..N-1 over gloo on 127.0.0.1 and makes this process rank 0.
+    - ``pp_lag_s``: how long each peer rank lags before every receive.
+    - ``pp_payload``: int32 elements per synced count tensor (each pending send
+      pins one clone, so this scales the pile-up's footprint in RSS).
+    - ``pp_timeout_s``: bound on the rendezvous and on every gloo operation.
+    """
+    kv, host = SlotAllocator(kv_size), HostPool(host_size, kv_row_elems)
+    pipeline = _pipeline(pp_world_size, pp_lag_s, pp_payload, pp_timeout_s)
+
+    def build(pp: Any) -> HiRadixCache:
+        return HiRadixCache(
+            kv,
+            host,
+            page_size,
+            tuple(inject),
+            write_through_threshold,
+            load_back_threshold,
+            latency_ticks,
+            pp=pp,
+            pp_payload=pp_payload,
+        )
+
+    cache: HiRadixCache = _with_pipeline(build, pipeline)
+    return cache
+
+
+def himamba_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 8192,
+    mamba_size: int = 64,
+    host_size: int = 2048,
+    mamba_host_size: int | None = None,
+    page_size: int = 1,
+    conv_shape: tuple[int, ...] = CONV_SHAPE,
+    ssm_shape: tuple[int, ...] = SSM_SHAPE,
+    write_through_threshold: int = 2,
+    load_back_threshold: int = 2,
+    latency_ticks: int = 2,
+    kv_row_elems: int = 8,
+) -> HiMambaRadixCache:
+    """HiMambaRadixCache (incident 2 as ``himamba-stale-host-leaf``).
+
+    - ``host_size``: host KV pool size in tokens; small makes ``write_backup``
+      evict host leaves during inserts, the incident's trigger.
+    - ``mamba_host_size``: host Mamba state slots (default: ``2 * mamba_size``).
+    - ``write_through_threshold``, ``load_back_threshold``, ``latency_ticks``,
+      ``kv_row_elems``: as for :func:`hiradix_cache`.
+    """
+    host_states = 2 * mamba_size if mamba_host_size is None else mamba_host_size
+    shapes = (tuple(conv_shape), tuple(ssm_shape))
+    return HiMambaRadixCache(
+        SlotAllocator(kv_size),
+        StatePool(mamba_size, *shapes),
+        HostPool(host_size, kv_row_elems),
+        StatePool(host_states, *shapes, name="mamba_host"),
+        page_size,
+        tuple(inject),
+        write_through_threshold,
+        load_back_threshold,
+        latency_ticks,
+    )
+
+
+# ---------------------------------------------------------------------- pipelines
+def _pipeline(world_size: int, lag_s: float, payload: int, timeout_s: float) -> Pipeline | None:
+    if world_size <= 1:
+        return None
+    return start_pipeline(world_size, lag_s, payload, timeout_s)
+
+
+def _with_pipeline(build: Callable[[Any], Any], pipeline: Pipeline | None) -> Any:
+    """Build the cache on the pipeline's rank 0; its ``close()`` also stops the pipeline."""
+    if pipeline is None:
+        return build(None)
+    try:
+        cache = build(pipeline.pp)
+    except BaseException:
+        pipeline.close()
+        raise
+    own_close = cache.close
+
+    def close() -> None:
+        try:
+            own_close()
+        finally:
+            pipeline.close()
+
+    # An instance attribute: the cache classes need not know who started their peers.
+    cache.close = close
+    return cache

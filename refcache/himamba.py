@@ -1,0 +1,380 @@
+"""HiMambaRadixCache: the Mamba cache with a host tier (SGLang's HiMambaRadixCache).
+
+KV and Mamba states are backed up together (``host_value``, ``mamba_host_value``)
+once a node reaches the hit threshold during ``insert``. Device eviction demotes
+backed-up leaves (their device state is freed, the host copy stays); host
+eviction deletes host leaves taken from the set ``evictable_full_host_leaves``
+and then deletes the childless tombstones above them
+(``_iteratively_delete_tombstone_leaf``). A request resumes from the deepest
+node with a state on either tier: a host state is loaded back with the KV.
+
+Incident 2 lives here as ``himamba-stale-host-leaf``. ``write_backup`` runs
+inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken,
+``_update_full_host_leaf_status`` admits nodes that still have children (and
+keeps them when a split re-parents them); host eviction deletes such a node
+first (parents are older than their children), its children stay candidates
+under a parent that is gone, and deleting one of them cascades into the gone
+parent: ``AssertionError: parent does not have child key``. Fixed, only real
+leaves are admitted, and every delete first checks the parent link, dropping
+and counting (``stale_host_leaf_cleanups``) a stale node instead of crashing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from refcache import mamba
+from refcache.checks import check_links, check_list_members
+from refcache.hiradix import HostTier
+from refcache.keys import RadixKey, child_key, page_aligned
+from refcache.lru import LRUList
+from refcache.mamba import MambaRadixCache
+from refcache.pools import HostPool, SlotAllocator, StatePool
+from refcache.radix import MatchResult, RadixCache
+
+logger = logging.getLogger(__name__)
+_EMPTY = torch.empty(0, dtype=torch.int64)
+
+
+class TreeNode(mamba.TreeNode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.host_value: torch.Tensor | None = None
+        self.loading = False
+        self.mamba_host_value: torch.Tensor | None = None
+        self.host_mamba_prev: Any = None
+        self.host_mamba_next: Any = None
+
+    @property
+    def backuped(self) -> bool:
+        return self.host_value is not None
+
+
+def _has_any_state(node: Any) -> bool:
+    return node.mamba_value is not None or node.mamba_host_value is not None
+
+
+class HiMambaRadixCache(HostTier, MambaRadixCache):
+    node_cls = TreeNode
+    stale_regression = "himamba-stale-host-leaf"
+
+    def __init__(
+        self,
+        kv_pool: SlotAllocator,
+        mamba_pool: StatePool,
+        host_pool: HostPool,
+        mamba_host_pool: StatePool,
+        page_size: int = 1,
+        inject: tuple[str, ...] = (),
+        write_through_threshold: int = 2,
+        load_back_threshold: int = 2,
+        latency_ticks: int = 2,
+        device_kv: torch.Tensor | None = None,
+    ) -> None:
+        self.mamba_host_pool = mamba_host_pool
+        self.stale_host_leaf_cleanups = 0
+        self._write_state_locks: set[int] = set()  # writes that also locked the node's state
+        self._init_host_tier(
+            kv_pool,
+            host_pool,
+            write_through_threshold,
+            load_back_threshold,
+            device_kv,
+            latency_ticks,
+            device_states=mamba_pool,
+            host_states=mamba_host_pool,
+        )
+        MambaRadixCache.__init__(self, kv_pool, mamba_pool, page_size, inject)
+
+    def reset(self) -> None:
+        super().reset()
+        self.evictable_full_host_leaves: set[Any] = set()
+        self.mamba_host_lru_list = LRUList(
+            "host_mamba_prev", "host_mamba_next", "lock_ref", self._clears_pointers()
+        )
+
+    @property
+    def _stale_regressed(self) -> bool:
+        return self.stale_regression in self.inject
+
+    def check_hicache_events(self) -> None:
+        self.cache_controller.tick()
+        self.writing_check()
+        self.loading_check()
+
+    # ------------------------------------------------------------------ match
+    def match_prefix(self, key: RadixKey) -> MatchResult:
+        """Device match up to the deepest device state; the host hit reaches the
+        deepest node with a state on either tier (loading it restores the state)."""
+        key = key[: page_aligned(len(key), self.page_size)]
+        values, last = self._match_helper(key)
+        device = torch.cat(values) if values else _EMPTY
+        end, _ = self._host_tail(last, key[len(device) :])
+        best = self._deepest(last, lambda n: n.mamba_value is not None)
+        resumable = self._deepest(end, _has_any_state)
+        depth = self._depth(best)
+        host_hit = self._depth(resumable) - depth
+        return MatchResult(device[:depth], best, resumable if host_hit else best, host_hit)
+
+    def _deepest(self, node: Any, ok: Callable[[Any], bool]) -> Any:
+        while node is not self.root_node and not ok(node):
+            node = node.parent
+        return node
+
+    def _depth(self, node: Any) -> int:
+        depth = 0
+        while node is not self.root_node:
+            depth, node = depth + len(node.key), node.parent
+        return depth
+
+    def _needs_load(self, node: Any) -> bool:
+        state_on_host_only = node.mamba_value is None and node.mamba_host_value is not None
+        return bool(node.evicted or state_on_host_only)
+
+    def _worth_loading(self, node: Any, tokens: int) -> bool:
+        return node.mamba_host_value is not None  # without the state the KV is no use
+
+    def _alloc_for_load(
+        self, node: Any, tokens: int
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None] | None:
+        slot = self.alloc_state_slot()
+        if slot is None:
+            return None
+        device = self.alloc_tokens(tokens)
+        if device is None:
+            self.mamba_pool.free(slot)
+            return None
+        return device, (node.mamba_host_value, slot)
+
+    def _commit_load(self, node: Any, state: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        assert state is not None  # every HiMamba load restores the node's state
+        node.mamba_value = state[1]  # filled by the controller's load; load_back locks it
+        self.mamba_evictable_size_ += 1
+        self.mamba_lru_list.insert_mru(node)
+
+    # ------------------------------------------------------------------ write-through
+    def _lock_for_write(self, node: Any) -> None:
+        self.inc_lock_ref(node)
+        if node.mamba_value is not None:
+            self._write_state_locks.add(node.id)
+
+    def _unlock_after_write(self, node: Any) -> None:
+        if node.id in self._write_state_locks:
+            self._write_state_locks.discard(node.id)
+            self.dec_lock_ref(node)
+        else:
+            # A tombstone revived while its write was in flight holds no state lock.
+            RadixCache.dec_lock_ref(self, node)
+
+    def _backup_state(self, node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if node.mamba_value is None:
+            return None
+        slot = self.mamba_host_pool.alloc(1)
+        if slot is None:
+            self.evict_mamba_host(1)
+            slot = self.mamba_host_pool.alloc(1)
+        if slot is None:
+            return None  # back up the KV alone
+        node.mamba_host_value = slot
+        self.mamba_host_lru_list.insert_mru(node)
+        return node.mamba_value, slot
+
+    # ------------------------------------------------------------------ candidates
+    def _update_full_host_leaf_status(self, node: Any) -> None:
+        candidate = node is not self.root_node and node.evicted and node.backuped
+        if not self._stale_regressed:
+            candidate = candidate and len(node.children) == 0  # the fix: real leaves only
+        if candidate:
+            self.evictable_full_host_leaves.add(node)
+        else:
+            self.evictable_full_host_leaves.discard(node)
+
+    def _on_unevict(self, node: Any) -> None:
+        self.evictable_full_host_leaves.discard(node)
+
+    def _split_extra(self, new: Any, child: Any, split_len: int) -> None:
+        super()._split_extra(new, child, split_len)
+        new.mamba_host_value = None  # a state belongs to the end of its sequence
+
+    def _list_insert_split(self, new: Any, child: Any) -> None:
+        if not child.evicted:
+            super()._list_insert_split(new, child)
+            return
+        self._update_full_host_leaf_status(new)
+        self._update_full_host_leaf_status(child)
+
+    # ------------------------------------------------------------------ deletion
+    def _linked(self, node: Any) -> bool:
+        """Whether node still sits in its parent (by child key, never the full key)."""
+        parent = node.parent
+        key = child_key(node.key, self.page_size)
+        return parent is not None and parent.children.get(key) is node
+
+    def _unhook(self, node: Any) -> bool:
+        """Take node out of its parent's children; False if it was stale (fixed)."""
+        if not self._stale_regressed and not self._linked(node):
+            self._drop_stale(node)
+            return False
+        self._delete_leaf(node)  # on a stale node: AssertionError "parent does not have child key"
+        return True
+
+    def _drop_stale(self, node: Any) -> None:
+        self.evictable_full_host_leaves.discard(node)
+        for lst in (self.full_lru_list, self.mamba_lru_list, self.mamba_host_lru_list):
+            if lst.in_list(node):
+                lst.remove_node(node)
+        self.stale_host_leaf_cleanups += 1
+        logger.warning("skipping stale host-leaf candidate %d: not its parent's child", node.id)
+
+    def _free_device_kv(self, node: Any) -> int:
+        n = len(node.value)
+        self.kv_pool.free(node.value)
+        self.full_evictable_size_ -= n
+        self.full_lru_list.remove_node(node)
+        node.value = None
+        return n
+
+    def _free_device_state(self, node: Any) -> None:
+        if node.mamba_value is not None:
+            self._tombstone_internal_node(node)
+
+    def _free_host_state(self, node: Any) -> None:
+        self.mamba_host_lru_list.remove_node(node)
+        self.mamba_host_pool.free(node.mamba_host_value)
+        node.mamba_host_value = None
+
+    # ------------------------------------------------------------------ device eviction
+    def evict_full(self, num_tokens: int) -> int:
+        return self._evict_device_tokens(num_tokens)
+
+    def _evict_leaf_node(self, x: Any) -> tuple[int, Any]:
+        """evict_mamba's leaf branch: demote or delete, as the device eviction does."""
+        if x.lock_ref > 0:  # its KV is pinned (a write in flight): give up the state only
+            self._free_device_state(x)
+            return 0, x
+        return self._evict_device_leaf(x), x
+
+    def _evict_device_leaf(self, x: Any) -> int:
+        return self._evict_to_host(x) if x.backuped else self._evict_regular(x)
+
+    def _evict_to_host(self, x: Any) -> int:
+        self._free_device_state(x)
+        n = self._demote(x)
+        self._update_full_host_leaf_status(x)
+        return n
+
+    def _evict_regular(self, x: Any) -> int:
+        """Delete a device leaf that has no host copy, then the tombstones above it."""
+        if not self._unhook(x):
+            return 0
+        self._free_device_state(x)
+        n = self._free_device_kv(x)
+        self._update_full_host_leaf_status(x.parent)
+        return n + self._iteratively_delete_tombstone_leaf(x)[1]
+
+    # ------------------------------------------------------------------ host eviction
+    def evict_host(self, num_tokens: int) -> int:
+        """Delete host leaves from ``evictable_full_host_leaves``, least recently used first."""
+        heap = [(n.last_access_time, n.id, n) for n in self.evictable_full_host_leaves]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < num_tokens and heap:
+            _, _, x = heapq.heappop(heap)
+            if x not in self.evictable_full_host_leaves:
+                continue
+            evicted += self._evict_host_leaf(x)
+            parent = x.parent
+            if parent in self.evictable_full_host_leaves:
+                heapq.heappush(heap, (parent.last_access_time, parent.id, parent))
+        return evicted
+
+    def _evict_host_leaf(self, x: Any) -> int:
+        if not self._unhook(x):
+            return 0
+        n = self._free_host(x)
+        if x.mamba_host_value is not None:
+            self._free_host_state(x)
+        self.evictable_full_host_leaves.discard(x)
+        self._update_full_host_leaf_status(x.parent)
+        return n + self._iteratively_delete_tombstone_leaf(x)[1]
+
+    def _iteratively_delete_tombstone_leaf(self, node: Any) -> tuple[Any, int]:
+        """Delete the childless, stateless, unlocked ancestors left above a deleted node."""
+        freed = 0
+        while self._is_tombstone_leaf(node.parent):
+            deleted = self._delete_tombstone_leaf(node.parent)
+            if deleted is None:
+                break
+            freed, node = freed + deleted, node.parent
+        return node, freed
+
+    def _is_tombstone_leaf(self, node: Any) -> bool:
+        return bool(
+            node is not self.root_node
+            and len(node.children) == 0
+            and not _has_any_state(node)
+            and node.lock_ref == 0
+        )
+
+    def _delete_tombstone_leaf(self, node: Any) -> int | None:
+        """Delete one tombstone leaf on either tier; tokens freed, None if stale."""
+        if not self._unhook(node):
+            return None
+        freed = self._free_host(node) if node.backuped else 0
+        if not node.evicted:
+            freed += self._free_device_kv(node)
+        self.evictable_full_host_leaves.discard(node)
+        self._update_full_host_leaf_status(node.parent)
+        return freed
+
+    def evict_mamba_host(self, num: int) -> int:
+        """Drop host states LRU first, keeping the nodes (host leaves go with evict_host)."""
+        lst = self.mamba_host_lru_list
+        x, dropped = lst.lru_no_lock(), 0
+        while dropped < num and x is not None:
+            x_next = lst.prev_no_lock(x)
+            if x not in self.evictable_full_host_leaves:
+                self._free_host_state(x)
+                dropped += 1
+            x = x_next
+        return dropped
+
+    # ------------------------------------------------------------------ introspection
+    def stats(self) -> dict[str, float]:
+        return {
+            **super().stats(),
+            "host_leaf_candidates": len(self.evictable_full_host_leaves),
+            "mamba_host_used": self.mamba_host_pool.used_size(),
+            "mamba_host_lru": len(self.mamba_host_lru_list),
+            "stale_host_leaf_cleanups": self.stale_host_leaf_cleanups,
+        }
+
+    def _sanity_extra(self, outstanding_states: int) -> None:
+        nodes = check_links(self)
+        root = self.root_node
+        stateful = [n for n in nodes if n is not root and n.mamba_value is not None]
+        check_list_members(self.mamba_lru_list, stateful, "mamba")
+        if any(n.evicted or n.mamba_lock_ref < 0 for n in stateful):
+            raise AssertionError("a host-only node holds a device state, or a state lock < 0")
+        locked = sum(1 for n in stateful if n.mamba_lock_ref > 0)
+        counters = (self.mamba_evictable_size_, self.mamba_protected_size_)
+        if (len(stateful) - locked, locked) != counters:
+            raise AssertionError("mamba evictable/protected counters disagree with the tree")
+        if self.mamba_pool.used_size() != len(stateful) + outstanding_states:
+            raise AssertionError(
+                f"mamba pool: {self.mamba_pool.used_size()} used != {len(stateful)} in tree "
+                f"+ {outstanding_states} in requests"
+            )
+        hosted = [n for n in nodes if n.mamba_host_value is not None]
+        check_list_members(self.mamba_host_lru_list, hosted, "mamba host")
+        if self.mamba_host_pool.used_size() != len(hosted):
+            raise AssertionError("mamba host pool disagrees with the tree's host states")
+        leaves = {n.id for n in nodes if n is not root and n.evicted and not n.children}
+        if {n.id for n in self.evictable_full_host_leaves} != leaves:
+            raise AssertionError("evictable_full_host_leaves is not the set of host-only leaves")
+        self._check_host(nodes)
