@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.api import RunContext  # noqa: E402
-from harness.registry import load_scenario  # noqa: E402
+from harness.api import RunContext
+from harness.registry import load_scenario
 
 CASES = [
     ("RadixCache", "radix-steady"),

@@ -91,7 +91,7 @@ class BlockHashCache:
             self.free_lru[blk.hash] = blk
 
     # -- eviction and locks
-    def evict(self, num_tokens: int, **_: int) -> int:
+    def evict(self, num_tokens: int, **per_pool: int) -> int:
         freed = 0
         while freed < num_tokens and self.free_lru:
             _, blk = self.free_lru.popitem(last=False)
@@ -176,14 +176,19 @@ class BlockHashCache:
             raise AssertionError("block cache: pool accounting disagrees with the blocks")
 
     def stats(self) -> dict[str, float]:
-        return {"blocks": len(self.blocks), "free_lru": len(self.free_lru),
-                "kv_available": self.pool.available_size()}
+        return {
+            "blocks": len(self.blocks),
+            "free_lru": len(self.free_lru),
+            "kv_available": self.pool.available_size(),
+        }
 
     def close(self) -> None:
         """Nothing to release."""
 
 
-def make(inject: Sequence[str] = (), kv_size: int = 8192, block: int = 16, **_: Any) -> BlockHashCache:
+def make(
+    inject: Sequence[str] = (), kv_size: int = 8192, block: int = 16, **_: Any
+) -> BlockHashCache:
     """Factory for ``--target examples.own_cache:make``: ignores options it has no use for."""
     if inject:
         raise ValueError(f"BlockHashCache has no regressions to inject (got {list(inject)})")

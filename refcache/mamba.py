@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from refcache.checks import check_list_members, check_links
+from refcache.checks import check_links, check_list_members
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
@@ -103,7 +103,9 @@ class MambaRadixCache(RadixCache):
         self.mamba_evictable_size_ += 1
         self.mamba_lru_list.insert_mru(node)
 
-    def insert_with_state(self, key: RadixKey, value: torch.Tensor, state: torch.Tensor) -> tuple[int, bool]:
+    def insert_with_state(
+        self, key: RadixKey, value: torch.Tensor, state: torch.Tensor
+    ) -> tuple[int, bool]:
         """Insert; return (prefix_len, mamba_exist). If the state already
         existed the caller still owns ``state`` and must free it."""
         extra: dict[str, Any] = {"mamba_value": state, "mamba_exist": False}
@@ -248,7 +250,9 @@ class MambaRadixCache(RadixCache):
         """Give the request's own state slot to the tree (freed if one existed)."""
         length = page_aligned(len(req.kv_indices), self.page_size)
         assert req.state_slot is not None
-        prefix, exist = self.insert_with_state(req.key(length), req.kv_indices[:length], req.state_slot)
+        prefix, exist = self.insert_with_state(
+            req.key(length), req.kv_indices[:length], req.state_slot
+        )
         if exist:
             self.mamba_pool.free(req.state_slot)
         req.state_slot = None
@@ -277,10 +281,14 @@ class MambaRadixCache(RadixCache):
             if n is not self.root_node and not n.children and n.mamba_value is None:
                 raise AssertionError(f"leaf {n.id} is a tombstone")
         locked = sum(1 for n in stateful if n.mamba_lock_ref > 0)
-        if (len(stateful) - locked, locked) != (self.mamba_evictable_size_, self.mamba_protected_size_):
+        if (len(stateful) - locked, locked) != (
+            self.mamba_evictable_size_,
+            self.mamba_protected_size_,
+        ):
             raise AssertionError("mamba evictable/protected counters disagree with the tree")
         used = self.mamba_pool.used_size()
         if used != len(stateful) + outstanding_states:
             raise AssertionError(
-                f"mamba pool: {used} used != {len(stateful)} in tree + {outstanding_states} in requests"
+                f"mamba pool: {used} used != {len(stateful)} in tree"
+                f" + {outstanding_states} in requests"
             )

@@ -51,7 +51,7 @@ class SlotAllocator:
         ids = ids.reshape(-1).to(torch.int64)
         if int(ids.min()) < 0 or int(ids.max()) >= self.size:
             raise PoolError(f"{self.name}: foreign slot ids freed (outside 0..{self.size - 1})")
-        if not bool(self._in_use[ids].all()) or ids.unique().numel() != ids.numel():
+        if not bool(self._in_use[ids].all()) or torch.unique(ids).numel() != ids.numel():
             raise PoolError(f"{self.name}: double free of slot ids")
         self._in_use[ids] = False
         self._free = torch.cat((self._free, ids))
@@ -65,7 +65,11 @@ class StatePool(SlotAllocator):
     """
 
     def __init__(
-        self, size: int, conv_shape: tuple[int, ...], ssm_shape: tuple[int, ...], name: str = "mamba"
+        self,
+        size: int,
+        conv_shape: tuple[int, ...],
+        ssm_shape: tuple[int, ...],
+        name: str = "mamba",
     ) -> None:
         super().__init__(size, name)
         self.conv = torch.zeros((size, *conv_shape), dtype=torch.float32)

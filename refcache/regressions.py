@@ -30,9 +30,21 @@ _PP = (
 REGISTRY: dict[str, Regression] = {
     r.name: r
     for r in (
-        Regression("mamba-lru-unlink", 1, "MambaRadixCache", _LRU.format(lst="prev/next and mamba_prev/mamba_next")),
-        Regression("swa-lru-unlink", 1, "SWARadixCache", _LRU.format(lst="prev/next and swa_prev/swa_next")),
-        Regression("unified-lru-unlink", 1, "UnifiedRadixCache", _LRU.format(lst="lru_prev[pt]/lru_next[pt]")),
+        Regression(
+            "mamba-lru-unlink",
+            1,
+            "MambaRadixCache",
+            _LRU.format(lst="prev/next and mamba_prev/mamba_next"),
+        ),
+        Regression(
+            "swa-lru-unlink", 1, "SWARadixCache", _LRU.format(lst="prev/next and swa_prev/swa_next")
+        ),
+        Regression(
+            "unified-lru-unlink",
+            1,
+            "UnifiedRadixCache",
+            _LRU.format(lst="lru_prev[pt]/lru_next[pt]"),
+        ),
         Regression(
             "himamba-stale-host-leaf",
             2,

@@ -14,6 +14,11 @@ SCENARIO = cache_scenario(
     name="himamba-stale-leaf",
     description="HiMambaRadixCache with a small host tier (incident 2: stale host leaves crash)",
     factory="refcache.factories:himamba_cache",
-    cache_options={"kv_size": 8192, "mamba_size": 64, "host_size": 2048, "write_through_threshold": 2},
+    cache_options={
+        "kv_size": 8192,
+        "mamba_size": 64,
+        "host_size": 2048,
+        "write_through_threshold": 2,
+    },
     regressions=("himamba-stale-host-leaf",),
 )

@@ -9,6 +9,7 @@ tests run every scenario with tiny settings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -49,12 +50,14 @@ class CacheWorkload:
         return float(self._stats.get(name, 0.0))
 
     def gauges(self) -> Mapping[str, Gauge]:
-        names = list(self.cache.stats())
-        return {name: (lambda n=name: self._stat(n)) for name in names}
+        return {name: functools.partial(self._stat, name) for name in self.cache.stats()}
 
     def close(self) -> None:
+        """Finish what runs, then SGLang's idle check: with no request running,
+        tree, lists and pools must agree exactly."""
         try:
             self.scheduler.drain()
+            self.cache.sanity_check()
         finally:
             self.cache.close()
 

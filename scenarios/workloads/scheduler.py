@@ -123,9 +123,3 @@ class Scheduler:
         """Finish everything running (end of run: the cache should be idle)."""
         for run in list(self.running):
             self._finish(run)
-
-    def outstanding(self) -> tuple[int, int]:
-        """KV slots and state slots held by running requests outside the tree."""
-        kv = sum(len(r.req.kv_indices) - r.req.prefix_len for r in self.running)
-        states = sum(1 for r in self.running if r.req.state_slot is not None)
-        return kv, states

@@ -52,7 +52,9 @@ class Traffic:
     @classmethod
     def seeded(cls, seed: int, shape: TrafficShape | None = None) -> Traffic:
         traffic = cls(shape or TrafficShape(), random.Random(seed))
-        traffic._prompts = [traffic._tokens(traffic.shape.system_len) for _ in range(traffic.shape.system_prompts)]
+        traffic._prompts = [
+            traffic._tokens(traffic.shape.system_len) for _ in range(traffic.shape.system_prompts)
+        ]
         traffic._fewshot = [traffic._tokens(traffic.shape.system_len * 3) for _ in range(3)]
         n = max(traffic.shape.conversations, traffic.shape.system_prompts)
         traffic._weights = [1.0 / (rank + 1) ** traffic.shape.zipf_s for rank in range(n)]

@@ -25,7 +25,9 @@ def detached_alive(cache: Any) -> int:
     return sum(1 for o in gc.get_objects() if type(o) is node_cls and id(o) not in in_tree)
 
 
-def churn_without_gc(make_cache: Callable[[], Any], run: Callable[[Any], object]) -> tuple[int, int, int]:
+def churn_without_gc(
+    make_cache: Callable[[], Any], run: Callable[[Any], object]
+) -> tuple[int, int, int]:
     """Run churn with GC off; return (detached before collect, objects collected, after)."""
     with gc_disabled():
         cache = make_cache()

@@ -59,9 +59,13 @@ def test_copy_on_write_state_for_requests() -> None:
     req = Req(1, [5, 5, 5, 6])
     assert cache.alloc_request(req)
     assert req.prefix_len == 3 and req.state_slot is not None
-    assert torch.equal(cache.mamba_pool.conv[req.state_slot], cache.mamba_pool.conv[node.mamba_value])
+    assert torch.equal(
+        cache.mamba_pool.conv[req.state_slot], cache.mamba_pool.conv[node.mamba_value]
+    )
     cache.mamba_pool.write(req.state_slot, 1.0)
-    assert float(cache.mamba_pool.conv[node.mamba_value].sum()) == 8.0  # the cached state is untouched
+    assert (
+        float(cache.mamba_pool.conv[node.mamba_value].sum()) == 8.0
+    )  # the cached state is untouched
     cache.cache_finished_req(req)
     cache.sanity_check()
 
