@@ -1,0 +1,130 @@
+"""``write_comparison(a, b, out)``: two runs (broken vs fixed, say) on shared axes.
+
+Writes ``compare.png`` (RSS, cyclic garbage freed, key gauges), ``compare.html``
+and ``compare.txt`` with the ratio of their growth rates. A ratio is only
+quoted when both runs confirm growth: dividing by a slope whose interval
+includes zero gives any number at all, so then the text says "no growth" and,
+where it can, how much faster one grows than the other could at most.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.control import SAMPLES_FILE
+from harness.errors import UsageError
+from harness.results import Summary, load_samples, load_summary
+from harness.rundata import RunData
+from reports.compare_plot import draw_comparison, key_gauges
+from reports.fitline import fit_line
+from reports.fmt import sig
+from reports.html import badge, esc, image, page, paragraph, section, table
+from reports.runinfo import Growth, column, describe_growth, garbage_per_kop, judged_growth
+
+PNG, HTML, TEXT = "compare.png", "compare.html", "compare.txt"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two runs."""
+
+    label: str
+    rundir: Path
+    summary: Summary
+    run: RunData | None
+    growth: Growth | None  # judged RSS growth per hour
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Side
+    b: Side
+    ratio: float | None  # a's growth over b's; None unless both confirm growth
+    sentence: str
+    png: Path | None
+    html: Path
+    text: Path
+
+
+def write_comparison(a: Path, b: Path, out: Path) -> Comparison:
+    """Compare run folders ``a`` and ``b``; write the three files into ``out``."""
+    first, second = load_side("A", Path(a)), load_side("B", Path(b))
+    ratio, sentence = growth_ratio(first, second)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    png = draw_comparison(first, second, out / PNG)
+    html_path, text_path = out / HTML, out / TEXT
+    text_path.write_text(render_text(first, second, sentence), encoding="utf-8")
+    html_path.write_text(render_html(first, second, sentence, png, out), encoding="utf-8")
+    return Comparison(first, second, ratio, sentence, png, html_path, text_path)
+
+
+def load_side(letter: str, rundir: Path) -> Side:
+    summary = load_summary(rundir)
+    try:
+        run: RunData | None = load_samples(rundir / SAMPLES_FILE)
+    except UsageError:
+        run = None  # the summary still has a verdict and maybe a growth
+    growth = judged_growth(summary)
+    if growth is None and run is not None and len(run.rss):
+        fit = fit_line(run.rss, run.warmup_end_s)
+        growth = Growth("rss_growth", fit.per_h, fit.ci, "B/h") if fit else None
+    label = f"{letter}: {summary.scenario} · {column(summary)}"
+    return Side(label, rundir, summary, run, growth)
+
+
+def growth_ratio(a: Side, b: Side) -> tuple[float | None, str]:
+    """A's growth over B's when both confirm growth, and a sentence saying so honestly."""
+    ga, gb = a.growth, b.growth
+    lines = f"{a.label} {describe_growth(ga)}; {b.label} {describe_growth(gb)}."
+    if ga is None or gb is None:
+        return None, lines + " No ratio without both growth rates."
+    if ga.confirmed and gb.confirmed:
+        ratio = ga.per_h / gb.per_h
+        return ratio, lines + f" A grows {sig(ratio)}x as fast as B."
+    if not ga.confirmed and not gb.confirmed:
+        return None, lines + " Neither grows, so there is no ratio to quote."
+    grows, flat = (ga, gb) if ga.confirmed else (gb, ga)
+    names = ("A", "B") if ga.confirmed else ("B", "A")
+    bound = ""
+    low, high = grows.ci[0] if grows.ci else grows.per_h, flat.ci[1] if flat.ci else flat.per_h
+    if high > 0:
+        bound = f" {names[0]} grows at least {sig(low / high)}x as fast as {names[1]} could."
+    return None, lines + f" No ratio: {names[1]} shows no growth.{bound}"
+
+
+def render_text(a: Side, b: Side, sentence: str) -> str:
+    lines = [sentence, ""]
+    for side in (a, b):
+        kop = garbage_per_kop(side.summary)
+        lines.append(f"{side.label}: {side.summary.verdict}; cyclic garbage "
+                     f"{sig(kop)} /kop; ran {sig(side.summary.duration_s)} s; {side.rundir}")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(a: Side, b: Side, sentence: str, png: Path | None, out: Path) -> str:
+    rows = []
+    for side in (a, b):
+        report = side.rundir / "report.html"
+        where = esc(side.rundir)
+        if report.exists():
+            href = Path(os.path.relpath(report.resolve(), out.resolve())).as_posix()
+            where = f'<a href="{esc(href)}">{where}</a>'
+        kop = garbage_per_kop(side.summary)
+        growth = describe_growth(side.growth)
+        rows.append([esc(side.label), badge(side.summary.verdict), esc(growth),
+                     esc(f"{sig(kop)} /kop"), where])
+    parts = [
+        f"<h1>{esc(a.label)} vs {esc(b.label)}</h1>",
+        paragraph(sentence),
+        table(["run", "verdict", "RSS growth per hour [95% interval]", "cyclic garbage",
+               "run folder"], rows),
+        section("Shared axes", image(png.name, "comparison") if png else
+                paragraph("Neither run has samples to plot.", "muted")),
+    ]
+    keys = key_gauges(a, b)
+    if keys:
+        parts.append(paragraph(f"Gauges shown: {', '.join(keys)}.", "muted"))
+    return page(f"compare: {a.label} vs {b.label}", parts)

@@ -1,0 +1,214 @@
+"""The history database: one row per run, appended by every suite (nightly, CI shards).
+
+Embedded SQLite, so the history is one file a CI cache or artifact can carry.
+Several shards may append at once, so: WAL journal (readers never block the
+writer), every write in a ``BEGIN IMMEDIATE`` transaction (the write lock is
+taken up front, so two writers never deadlock upgrading read locks), and a
+busy timeout (a writer waits for the lock instead of failing). A run is
+identified by the hash of its ``summary.json``: appending the same suite
+twice (a retried CI step) adds nothing. Schema version: ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.control import SUMMARY_FILE
+from harness.errors import UsageError
+from harness.results import Summary, load_summary
+from reports.runinfo import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
+
+DEFAULT_DB = Path("results") / "history.sqlite"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    run_key TEXT NOT NULL UNIQUE,  -- sha256 of summary.json
+    recorded_at TEXT NOT NULL,     -- ISO 8601, UTC: when the suite ran (the "night")
+    commit_sha TEXT,
+    scenario TEXT NOT NULL,
+    injected TEXT NOT NULL,        -- '' for the fixed code, else names joined with '+'
+    verdict TEXT NOT NULL,
+    growth_per_h REAL,             -- judged RSS growth, bytes per hour
+    growth_lo REAL,
+    growth_hi REAL,
+    garbage_per_kop REAL,
+    detect_s REAL,
+    duration_s REAL NOT NULL,
+    rundir TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_series ON runs (scenario, injected, recorded_at);
+"""
+COLUMNS = ("run_key", "recorded_at", "commit_sha", "scenario", "injected", "verdict",
+           "growth_per_h", "growth_lo", "growth_hi", "garbage_per_kop", "detect_s",
+           "duration_s", "rundir")
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What :func:`append_suite` did: rows added, runs already present, folders skipped."""
+
+    added: int
+    already_present: int
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # folder, why
+
+
+@contextmanager
+def connect(db: Path) -> Iterator[sqlite3.Connection]:
+    """An open connection with WAL, a busy timeout and the schema in place."""
+    db = Path(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(db, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        try:
+            _set_wal(conn)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # still locked after the timeout: a real problem, not our file's
+            raise UsageError(f"{db} is not a history database ({exc}).") from None
+        with transaction(conn):
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise UsageError(f"{db} is history schema {version}; this leak-harness "
+                                 f"knows version {SCHEMA_VERSION} only.")
+            if version == 0:
+                _create(conn)
+        yield conn
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    # executescript would COMMIT the open transaction; run statements one by one.
+    for statement in filter(str.strip, SCHEMA.split(";")):
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying: the switch needs a moment alone with a new file."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def append_suite(
+    db: Path, rundirs: Sequence[Path], commit: str | None = None, when: datetime | None = None
+) -> Appended:
+    """Append one row per readable run folder, all in one transaction.
+
+    ``when`` is the suite's time (default now; a naive datetime is taken as
+    UTC). Folders without a readable ``summary.json`` are skipped and listed.
+    """
+    stamp = _utc(when or datetime.now(UTC)).isoformat(timespec="seconds")
+    rows, skipped = [], []
+    for rundir in map(Path, rundirs):
+        try:
+            rows.append(run_row(rundir, load_summary(rundir), stamp, commit))
+        except UsageError as exc:
+            skipped.append((rundir, exc.message))
+    marks = ", ".join("?" * len(COLUMNS))
+    with connect(db) as conn, transaction(conn):
+        before = conn.total_changes
+        conn.executemany(f"INSERT OR IGNORE INTO runs ({', '.join(COLUMNS)}) VALUES ({marks})",
+                         rows)
+        added = conn.total_changes - before
+    return Appended(added, len(rows) - added, skipped)
+
+
+def run_row(rundir: Path, summary: Summary, stamp: str, commit: str | None) -> tuple[object, ...]:
+    growth = judged_growth(summary)
+    ci = growth.ci if growth and growth.ci else (None, None)
+    key = hashlib.sha256((rundir / SUMMARY_FILE).read_bytes()).hexdigest()
+    return (key, stamp, commit, summary.scenario, "+".join(summary.injected), summary.verdict,
+            growth.per_h if growth else None, ci[0], ci[1], garbage_per_kop(summary),
+            detect_s(summary), summary.duration_s, str(rundir))
+
+
+def _utc(when: datetime) -> datetime:
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run in a trend."""
+
+    recorded_at: datetime
+    commit: str | None
+    verdict: str
+    growth_per_h: float | None  # bytes per hour
+    growth_ci: tuple[float, float] | None
+    garbage_per_kop: float | None
+    detect_s: float | None
+    duration_s: float
+    rundir: str
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The recent runs of one scenario in one column (fixed or an injection), oldest first."""
+
+    scenario: str
+    injected: str
+    points: list[Point]
+
+    @property
+    def column(self) -> str:
+        return column_of(self.injected.split("+")) if self.injected else FIXED
+
+
+def trends(db: Path, scenario: str | None = None, nights: int = 14) -> list[Trend]:
+    """The last ``nights`` runs of every (scenario, column) series, or of one scenario."""
+    query = """
+        SELECT scenario, injected, recorded_at, commit_sha, verdict, growth_per_h, growth_lo,
+               growth_hi, garbage_per_kop, detect_s, duration_s, rundir FROM (
+            SELECT *, ROW_NUMBER() OVER (PARTITION BY scenario, injected
+                                         ORDER BY recorded_at DESC, id DESC) AS age
+            FROM runs WHERE ? IS NULL OR scenario = ?)
+        WHERE age <= ? ORDER BY scenario, injected != '', injected, recorded_at, id
+    """
+    with connect(db) as conn:
+        rows = conn.execute(query, (scenario, scenario, nights)).fetchall()
+    found: dict[tuple[str, str], list[Point]] = {}
+    for row in rows:
+        found.setdefault((row[0], row[1]), []).append(_point(row[2:]))
+    return [Trend(name, injected, points) for (name, injected), points in found.items()]
+
+
+def _point(row: Sequence[object]) -> Point:
+    at, commit, verdict, growth, lo, hi, kop, detect, duration, rundir = row
+    ci = (float(lo), float(hi)) if isinstance(lo, float) and isinstance(hi, float) else None
+    return Point(
+        recorded_at=datetime.fromisoformat(str(at)), commit=None if commit is None else str(commit),
+        verdict=str(verdict), growth_per_h=_number(growth), growth_ci=ci,
+        garbage_per_kop=_number(kop), detect_s=_number(detect),
+        duration_s=float(_number(duration) or 0.0), rundir=str(rundir),
+    )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None

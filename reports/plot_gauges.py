@@ -1,0 +1,87 @@
+"""``gauges.png``: one small panel per gauge the scenario registered.
+
+Budgeted gauges come first and wear their budget status colour; a level
+budget (``"work_list: <= 4"``) is drawn as a dashed line at its limit, and
+the panel title carries the growth per hour when the summary measured one.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.analysis.budgets import parse_budget
+from reports.downsample import envelope
+from reports.figure import COLOURS, TimeScale, new_figure, save, shade_warmup
+from reports.fmt import format_growth
+from reports.plots import PLAIN, STATUS_COLOURS, span_of, status_colour
+from reports.runmodel import RunModel
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+GAUGE_COLUMNS = 3
+
+
+def gauges_plot(model: RunModel, path: Path) -> Path | None:
+    """One small panel per gauge (budgeted ones first), with growth and level limit."""
+    run = model.run
+    names = gauge_order(model) if run is not None else []
+    if run is None or not names:
+        return None
+    first, last = span_of(run)
+    scale = TimeScale.for_span(last - first)
+    columns = min(GAUGE_COLUMNS, len(names))
+    rows = math.ceil(len(names) / columns)
+    figure, panels = new_figure(rows, columns, row_height_in=2.1)
+    for index, axes in enumerate(panels):
+        if index >= len(names):
+            axes.set_visible(False)
+            continue
+        _gauge_panel(axes, model, names[index], scale)
+        shade_warmup(axes, scale, first, model.warmup_s, None)
+        if index >= len(names) - columns:
+            axes.set_xlabel(scale.label)
+            axes.tick_params(labelbottom=True)
+    figure.suptitle(f"Gauges the scenario registered: {model.title}\n"
+                    "(dashed red: a level budget; title: growth per hour [95% interval])")
+    return save(figure, path)
+
+
+def gauge_order(model: RunModel) -> list[str]:
+    """Gauge names with samples: those a budget judged first, then by name."""
+    assert model.run is not None
+    names = sorted(n for n, s in model.run.gauges.items() if len(s))
+    judged = [n for n in names if status_colour(model, n) != PLAIN]
+    return [*judged, *(n for n in names if n not in judged)]
+
+
+def _gauge_panel(axes: Axes, model: RunModel, name: str, scale: TimeScale) -> None:
+    assert model.run is not None
+    series = model.run.gauges[name]
+    t, v = envelope(series.t, series.v)
+    axes.plot(scale(t), v, color=COLOURS[0], lw=1.0)
+    limit = _level_limit(model, name)
+    if limit is not None:
+        axes.axhline(limit, color=STATUS_COLOURS["leak"], ls="--", lw=1.0)
+    metric = model.summary.metrics.get(f"{name}_growth")
+    title = name
+    if metric and isinstance(metric.get("value"), int | float):
+        unit = str(metric.get("unit", ""))
+        title += f"   {format_growth(float(metric['value']), metric.get('ci'), unit)}"
+    axes.set_title(title, fontsize=10, color=status_colour(model, name))
+    axes.ticklabel_format(axis="y", useOffset=False, style="plain")
+    axes.grid(alpha=0.3)
+
+
+def _level_limit(model: RunModel, name: str) -> float | None:
+    """The limit of a ``<= N`` budget on this gauge, if the summary judged one."""
+    text = model.summary.metrics.get(f"{name}_max", {}).get("budget")
+    if not text:
+        return None
+    try:
+        budget = parse_budget(str(text))
+    except ValueError:
+        return None
+    return budget.limit if budget.kind == "level" else None

@@ -1,0 +1,186 @@
+"""The memory, gc and garbage plots of a run report (gauges: :mod:`reports.plot_gauges`).
+
+Each returns its path, or None when it has nothing to draw.
+
+Every plot has a title, axis labels with units and a legend, so it reads on
+its own (pasted into an issue, say). Series are downsampled for drawing only
+(:mod:`reports.downsample`); numbers written on plots come from the analysis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reports.downsample import envelope
+from reports.figure import (
+    COLOURS,
+    TimeScale,
+    corner_text,
+    count_axis,
+    new_figure,
+    save,
+    shade_warmup,
+)
+from reports.fmt import display_unit, format_growth, sig
+from reports.plotdata import OTHER, garbage_stack, gc_totals
+from reports.runmodel import RunModel
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from harness.rundata import FloatArray, RunData
+
+# Events that move memory by themselves, so a reader does not take them for the workload.
+MARKED_EVENTS = {
+    "malloc_trim": ("malloc_trim probe", "#57606a"),
+    "crash": ("crash", "#82071e"),
+    "truncated": ("samples cut off", "#8250df"),
+}
+STATUS_COLOURS = {"pass": "#1a7f37", "suspicious": "#9a6700", "leak": "#cf222e", "error": "#57606a"}
+PLAIN = "#24292f"
+OTHER_COLOUR = "#c0c4c8"
+
+
+def span_of(run: RunData) -> tuple[float, float]:
+    """First and last sample time (s) over the series and gc lines a run has."""
+    times = [s.t for s in (run.rss, run.uss, *run.gauges.values()) if len(s)]
+    firsts = [float(t.min()) for t in times] + [float(e["t"]) for e in run.gc_events[:1]]
+    lasts = [float(t.max()) for t in times] + [float(e["t"]) for e in run.gc_events[-1:]]
+    if not firsts:
+        return 0.0, 0.0
+    return min(firsts), max(lasts)
+
+
+def rss_plot(model: RunModel, path: Path) -> Path | None:
+    """RSS and USS over time, the judged growth line, its interval and warm-up."""
+    run = model.run
+    if run is None or not len(run.rss):
+        return None
+    first, last = span_of(run)
+    scale = TimeScale.for_span(last - first)
+    divisor, unit = display_unit("B", float(np.nanmax(run.rss.v)))
+    unit = "MB" if unit in ("B", "KB") else unit  # a process is never under 1 MB for long
+    divisor = 1e6 if unit == "MB" else divisor
+    figure, (axes,) = new_figure(row_height_in=4.2)
+    for series, name, colour in ((run.rss, "RSS", COLOURS[0]), (run.uss, "USS", COLOURS[1])):
+        if len(series):
+            t, v = envelope(series.t, series.v)
+            axes.plot(scale(t), v / divisor, color=colour, lw=1.0, label=name)
+    fit = model.rss_fit
+    shade_warmup(axes, scale, first, model.warmup_s, fit.analysed_from_s if fit else None)
+    if fit is not None:
+        band_t, low, high = fit.band()
+        axes.fill_between(scale(band_t), low / divisor, high / divisor, color=COLOURS[4],
+                          alpha=0.15, lw=0, label="95% interval of the growth")
+        ends = np.asarray([fit.start_s, fit.end_s])
+        axes.plot(scale(ends), fit.at(ends) / divisor, color=COLOURS[4], ls="--", lw=1.6,
+                  label=fit.label)
+        corner_text(axes, f"RSS {format_growth(fit.per_h, fit.ci, 'B/h')}",
+                    status_colour(model, "rss"))
+    mark_events(axes, run, scale)
+    axes.set_title(f"Memory of the worker: {model.title}")
+    axes.set_xlabel(scale.label)
+    axes.set_ylabel(f"memory ({unit})")
+    axes.legend(loc="lower right", fontsize=9)
+    axes.grid(alpha=0.3)
+    return save(figure, path)
+
+
+def gc_plot(model: RunModel, path: Path) -> Path | None:
+    """Gen-2 collections and objects freed by the collector, as running totals."""
+    run = model.run
+    totals = gc_totals(run.gc_events) if run is not None else None
+    if run is None or totals is None:
+        return None
+    first, last = span_of(run)
+    scale = TimeScale.for_span(last - first)
+    span = last - first
+    figure, (top, bottom) = new_figure(rows=2, row_height_in=2.6)
+    if 2 in totals.t:
+        rate = totals.per_min(2, totals.collections, span)
+        top.step(*_to_end(scale, totals.t[2], totals.collections[2], last), where="post",
+                 color=COLOURS[0],
+                 label=f"gen-2 collections (average {sig(rate)} / min)")
+    else:
+        corner_text(top, "no gen-2 collection in this run")
+    top.set_ylabel("collections so far")
+    top.set_title(f"Garbage collector: {model.title}")
+    for gen in totals.t:
+        rate = totals.per_min(gen, totals.freed, span)
+        bottom.step(*_to_end(scale, totals.t[gen], totals.freed[gen], last), where="post",
+                    color=COLOURS[gen + 1], label=f"freed by gen {gen} ({sig(rate)} / min)")
+    bottom.set_ylabel("objects freed so far")
+    bottom.set_xlabel(scale.label)
+    for axes in (top, bottom):
+        shade_warmup(axes, scale, first, model.warmup_s, None)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(loc="upper left", fontsize=9)
+        axes.grid(alpha=0.3)
+        # All-zero data would get a 0..0.05 axis; 0..1 says "none" more plainly.
+        axes.set_ylim(0, None if axes.get_ylim()[1] >= 1 else 1)
+        count_axis(axes)
+    return save(figure, path)
+
+
+def _to_end(
+    scale: TimeScale, t: FloatArray, total: FloatArray, end_s: float
+) -> tuple[FloatArray, FloatArray]:
+    """A running total held flat to the end of the run: nothing more happened."""
+    return scale(np.append(t, max(end_s, float(t[-1])))), np.append(total, total[-1])
+
+
+def garbage_plot(model: RunModel, path: Path) -> Path | None:
+    """Cyclic garbage by type per garbage window; None when no window found any."""
+    run = model.run
+    stack = garbage_stack(run.garbage_windows) if run is not None else None
+    if run is None or stack is None:
+        return None
+    first, last = span_of(run)
+    scale = TimeScale.for_span(max(last, float(stack.t.max())) - first)
+    figure, (axes,) = new_figure(row_height_in=3.6)
+    x = scale(stack.t)
+    gaps = np.diff(x)
+    # One bar per window; a lone window gets a bar 2% of the run wide.
+    span = max(scale.at(last - first), 1e-6)
+    width = 0.7 * float(np.median(gaps)) if gaps.size else 0.02 * span
+    bottom = np.zeros(stack.t.size)
+    for row, name in enumerate(stack.types):
+        colour = OTHER_COLOUR if name == OTHER else COLOURS[row % len(COLOURS)]
+        axes.bar(x, stack.counts[row], width=width, bottom=bottom, color=colour, label=name)
+        bottom += stack.counts[row]
+    per_bar = f" (mean of {stack.merged} windows per bar)" if stack.merged > 1 else ""
+    axes.set_title(f"Cyclic garbage by type, per garbage window{per_bar}: {model.title}")
+    axes.set_xlim(scale.at(first) - width, max(scale.at(last), float(x.max())) + width)
+    axes.set_xlabel(scale.label)
+    axes.set_ylabel("garbage objects found")
+    count_axis(axes)
+    # Outside the axes: a stack of bars fills the corner a legend would sit in.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, title="type")
+    axes.grid(alpha=0.3, axis="y")
+    return save(figure, path)
+
+
+def mark_events(axes: Axes, run: RunData, scale: TimeScale) -> None:
+    """Dotted vertical lines where the run did something that moves memory by itself."""
+    labelled: set[str] = set()
+    for event in run.events:
+        marked = MARKED_EVENTS.get(str(event.get("name")))
+        if marked is None or "t" not in event:
+            continue
+        label, colour = marked
+        axes.axvline(scale.at(float(event["t"])), color=colour, ls=":", lw=1.4,
+                     label=None if label in labelled else label)
+        labelled.add(label)
+
+
+def status_colour(model: RunModel, series: str) -> str:
+    """The colour of the worst budget status on ``series``' metrics (black if none)."""
+    statuses = [m.get("status") for n, m in model.summary.metrics.items()
+                if n.startswith(f"{series}_") or n == series]
+    for status in ("leak", "error", "suspicious", "pass"):
+        if status in statuses:
+            return STATUS_COLOURS[status]
+    return PLAIN

@@ -1,0 +1,152 @@
+"""The run report's HTML, laid out from a :class:`~reports.runmodel.RunModel`.
+
+Order follows the questions a reader has: what was the verdict and why, what
+the numbers are against which budgets, what the memory did over time, what
+the garbage is and which attributes tie it into cycles, and how to run it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness.analysis.units import format_bytes
+from reports.fmt import format_seconds, sig
+from reports.html import (
+    badge,
+    bullet_list,
+    esc,
+    image,
+    link,
+    page,
+    paragraph,
+    section,
+    status,
+    table,
+)
+from reports.runinfo import PROCESS_ENDINGS
+from reports.runmodel import MetricRow, RunModel
+
+# Metrics about the process as a whole, shown even without a budget.
+MAIN_PREFIXES = ("rss_", "uss_", "cyclic_garbage", "gen2_collections", "gc_pause", "ops_per_s")
+
+PLOT_CAPTIONS = {
+    "rss": "Memory over time",
+    "gc": "Garbage collector activity",
+    "garbage": "Cyclic garbage by type",
+    "gauges": "Gauges",
+}
+MISSING = {
+    "rss": "No RSS samples were recorded (the rss sampler was off or unavailable).",
+    "gc": "No garbage-collector lines were recorded (the gc sampler was off or unavailable).",
+    "garbage": "No garbage window found cyclic garbage (or the garbage sampler was off).",
+    "gauges": "The scenario registered no gauges.",
+}
+
+
+def render_run_page(model: RunModel, plots: Mapping[str, Path | None]) -> str:
+    """The whole page; ``plots`` maps plot names to written PNGs (None: not drawn)."""
+    parts = [_header(model), _reasons(model), _metrics(model), _plots(plots),
+             _garbage(model), _cycles(model), _reproduce(model), _about(model)]
+    return page(f"{model.summary.verdict}: {model.title}", parts)
+
+
+def _header(model: RunModel) -> str:
+    summary = model.summary
+    facts = [f"ran {format_seconds(summary.duration_s)}", f"{summary.ops:,} operations"]
+    if summary.time_to_detect_s is not None:
+        facts.append(f"{summary.verdict} detected after {format_seconds(summary.time_to_detect_s)}")
+    elif summary.verdict in PROCESS_ENDINGS:
+        facts.append(f"{summary.verdict} after {format_seconds(summary.duration_s)}")
+    return (
+        f"<h1>{badge(summary.verdict)} {esc(model.title)}</h1>\n"
+        f'<p class="meta">{esc(" · ".join(facts))}<br>run folder: <code>'
+        f"{esc(model.rundir)}</code></p>"
+    )
+
+
+def _reasons(model: RunModel) -> str:
+    reasons = model.summary.reasons or ["No budget was broken and no shape needed a note."]
+    extra = [paragraph(f"The samples could not be read: {model.load_error}", "muted")] \
+        if model.load_error else []
+    return section("Why this verdict", bullet_list(reasons, "reasons"), *extra)
+
+
+def _metrics(model: RunModel) -> str:
+    if not model.metrics:
+        return section("Metrics", paragraph("The summary holds no metrics.", "muted"))
+    # Every gauge adds a few metrics; they would bury the judged ones, so they fold away.
+    main = [m for m in model.metrics if m.status or m.name.startswith(MAIN_PREFIXES)]
+    rest = [m for m in model.metrics if m not in main]
+    parts = [_metric_table(main)]
+    if rest:
+        parts.append(f"<details><summary>{len(rest)} gauge metrics</summary>"
+                     f"{_metric_table(rest)}</details>")
+    return section("Metrics", *parts)
+
+
+def _metric_table(metrics: list[MetricRow]) -> str:
+    rows = [
+        [esc(m.name), esc(m.value), esc(m.unit), esc(m.interval), esc(m.budget), status(m.status),
+         esc(m.note)]
+        for m in metrics
+    ]
+    classes = ["judged" if m.status else "" for m in metrics]
+    headers = ["metric", "value", "unit", "95% interval", "budget", "status", "note"]
+    return table(headers, rows, numeric=(1,), row_classes=classes)
+
+
+def _plots(plots: Mapping[str, Path | None]) -> str:
+    parts = []
+    for name, caption in PLOT_CAPTIONS.items():
+        written = plots.get(name)
+        if written is None:
+            parts.append(paragraph(f"{caption}: {MISSING[name]}", "muted"))
+        else:
+            parts.append(f"<p>{image(written.name, caption)}</p>")
+    return section("Plots", *parts)
+
+
+def _garbage(model: RunModel) -> str:
+    if not model.garbage_types:
+        return ""
+    rows = [
+        [esc(row.type), f"{row.objects:,}", esc(format_bytes(row.bytes)), esc(sig(row.per_kop))]
+        for row in model.garbage_types[:15]
+    ]
+    headers = ["type", "objects", "bytes", "per 1000 ops"]
+    return section("Garbage by type (after warm-up, all windows)",
+                   table(headers, rows, numeric=(1, 2, 3)))
+
+
+def _cycles(model: RunModel) -> str:
+    if not model.cycles:
+        text = ("No reference cycle was explained: the garbage windows found no cyclic "
+                "garbage, or the explainer was not running.")
+        return section("Reference cycles", paragraph(text, "muted"),
+                       *[paragraph(f"explainer error: {e}", "muted") for e in model.cycle_errors])
+    rows = [
+        [f"<code>{esc(c.path)}</code>", str(c.count), esc(format_bytes(c.retained_bytes)),
+         esc(format_bytes(c.retained_bytes / max(c.count, 1))), esc(c.types)]
+        for c in model.cycles
+    ]
+    headers = ["cycle (attribute on each edge)", "seen", "bytes retained", "per cycle",
+               "found from"]
+    intro = paragraph("The shortest cycle through sampled garbage objects, one per type per "
+                      "window; each edge names the attribute that holds the next object.")
+    return section("Reference cycles", intro, table(headers, rows, numeric=(1, 2, 3)))
+
+
+def _reproduce(model: RunModel) -> str:
+    command = model.summary.command or "(the summary has no command)"
+    return section("Reproduce", f"<pre>{esc(command)}</pre>")
+
+
+def _about(model: RunModel) -> str:
+    files = ["samples.jsonl", "summary.json", *model.files]
+    links = " · ".join(link(name, name) for name in files)
+    rows = [[esc(key), esc(value)] for key, value in model.environment]
+    parts = [paragraph("Files in this run folder:") + f"<p>{links}</p>"]
+    if rows:
+        parts.append(table(["item", "value"], rows))
+    return section("Run environment and files", *parts)

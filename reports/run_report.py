@@ -1,0 +1,63 @@
+"""``write_run_report(rundir)``: plots and ``report.html`` into a finished run folder.
+
+Reads only the run's result files, through ``harness.results``; never runs
+anything. A run whose samples cannot be read (a worker that died before its
+header) still gets a page with the summary's verdict and reasons.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.control import SAMPLES_FILE
+from harness.errors import UsageError
+from harness.results import Summary, load_samples, load_summary
+from harness.rundata import RunData
+from reports.plot_gauges import gauges_plot
+from reports.plots import garbage_plot, gc_plot, rss_plot
+from reports.run_page import render_run_page
+from reports.runmodel import RunModel, build_run_model
+
+REPORT_FILE = "report.html"
+PLOT_FILES = {"rss": "rss.png", "gc": "gc.png", "garbage": "garbage.png", "gauges": "gauges.png"}
+
+
+def write_run_report(
+    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None
+) -> Path:
+    """Write ``rss.png``, ``gc.png``, ``garbage.png``, ``gauges.png`` and ``report.html``.
+
+    ``run`` and ``summary`` skip reading files a caller already loaded (the
+    runner right after a run). Plots with nothing to show are not written,
+    and stale ones from an earlier report are removed. Returns the page's path.
+    Raises ``UsageError`` when ``summary.json`` is missing or unreadable.
+    """
+    rundir = Path(rundir)
+    summary = summary if summary is not None else load_summary(rundir)
+    load_error = None
+    if run is None:
+        run, load_error = _load_samples(rundir)
+    model = build_run_model(rundir, run, summary, load_error)
+    plots = write_plots(model, rundir)
+    path = rundir / REPORT_FILE
+    path.write_text(render_run_page(model, plots), encoding="utf-8")
+    return path
+
+
+def write_plots(model: RunModel, out: Path) -> dict[str, Path | None]:
+    """Each plot's path, or None where there was nothing to draw."""
+    makers = {"rss": rss_plot, "gc": gc_plot, "garbage": garbage_plot, "gauges": gauges_plot}
+    written: dict[str, Path | None] = {}
+    for name, make in makers.items():
+        target = out / PLOT_FILES[name]
+        written[name] = make(model, target)
+        if written[name] is None:
+            target.unlink(missing_ok=True)  # an old plot would contradict the page
+    return written
+
+
+def _load_samples(rundir: Path) -> tuple[RunData | None, str | None]:
+    try:
+        return load_samples(rundir / SAMPLES_FILE), None
+    except UsageError as exc:
+        return None, exc.message

@@ -1,0 +1,139 @@
+"""One run's report content, aggregated from its result files: pure, no I/O.
+
+:func:`build_run_model` turns the loaded samples and summary into rows and
+lines ready to render (metric table, cycle table, fitted RSS line); the HTML
+and the plots only lay them out. Everything the verdict says comes from
+``summary.json``; the samples add what a person needs to see why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.cycle_shapes import aggregate_cycles
+from harness.analysis.garbage import TypeTotal, garbage_by_type
+from harness.results import Summary
+from harness.rundata import RunData
+from reports.fitline import FitLine, fit_line
+from reports.fmt import value_cells
+from reports.runinfo import column
+
+TOP_CYCLES = 10
+ENV_KEYS = ("python", "implementation", "platform", "torch", "cpu_count", "git_commit")
+# Files a run folder may hold besides the two result files, worth a link.
+SIDE_FILES = ("traceback.txt", "stacks.txt", "worker.log", "config.json")
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    name: str
+    value: str
+    unit: str
+    interval: str
+    budget: str
+    status: str
+    note: str
+
+
+@dataclass(frozen=True)
+class CycleRow:
+    path: str  # "TreeNode.mamba_prev -> TreeNode.parent -> (back)"
+    count: int  # how many explained cycles had this shape
+    retained_bytes: int  # summed over them
+    types: str  # garbage types the search started from
+
+
+@dataclass
+class RunModel:
+    rundir: Path
+    summary: Summary
+    run: RunData | None
+    load_error: str | None = None
+    warmup_s: float | None = None
+    rss_fit: FitLine | None = None
+    metrics: list[MetricRow] = field(default_factory=list)
+    cycles: list[CycleRow] = field(default_factory=list)
+    cycle_errors: list[str] = field(default_factory=list)
+    garbage_types: list[TypeTotal] = field(default_factory=list)
+    environment: list[tuple[str, str]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return f"{self.summary.scenario} · {column(self.summary)}"
+
+
+def build_run_model(
+    rundir: Path, run: RunData | None, summary: Summary, load_error: str | None = None
+) -> RunModel:
+    """Everything the run report shows; ``run`` is None when the samples could not be read."""
+    model = RunModel(rundir, summary, run, load_error, metrics=metric_rows(summary.metrics))
+    model.files = [name for name in SIDE_FILES if (rundir / name).exists()]
+    if run is None:
+        return model
+    model.warmup_s = warmup_of(run)
+    if len(run.rss):
+        model.rss_fit = fit_line(run.rss, model.warmup_s)
+    model.cycles = cycle_rows(run.garbage_windows)
+    model.cycle_errors = sorted({str(w["cycles_error"]) for w in run.garbage_windows
+                                 if w.get("cycles_error")})
+    model.garbage_types = garbage_by_type(run.garbage_windows, model.warmup_s or 0.0)
+    model.environment = environment_rows(run.header)
+    return model
+
+
+def warmup_of(run: RunData) -> float | None:
+    """End of the declared warm-up: the worker's event, else the configured length."""
+    if run.warmup_end_s is not None:
+        return run.warmup_end_s
+    configured = run.header.get("config", {}).get("warmup_s")
+    return float(configured) if isinstance(configured, int | float) else None
+
+
+def metric_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[MetricRow]:
+    """Table rows, budgeted metrics first (in summary order), then the rest by name."""
+    judged = [name for name, m in metrics.items() if m.get("status")]
+    others = sorted(name for name in metrics if name not in judged)
+    return [_metric_row(name, metrics[name]) for name in [*judged, *others]]
+
+
+def _metric_row(name: str, metric: Mapping[str, Any]) -> MetricRow:
+    value = metric.get("value")
+    ci = metric.get("ci")
+    number = float(value) if isinstance(value, int | float) else None
+    shown, unit, interval = value_cells(number, ci if isinstance(ci, list) else None,
+                                        str(metric.get("unit", "")))
+    return MetricRow(
+        name=name,
+        value=shown,
+        unit=unit,
+        interval=interval,
+        budget=str(metric.get("budget") or ""),
+        status=str(metric.get("status") or ""),
+        note=str(metric.get("note") or ""),
+    )
+
+
+def cycle_rows(windows: list[dict[str, Any]], top: int = TOP_CYCLES) -> list[CycleRow]:
+    """The most common explained cycle shapes over all garbage windows."""
+    cycles = [c for w in windows for c in w.get("cycles") or () if isinstance(c, Mapping)]
+    return [
+        CycleRow(shape.describe(), shape.count, shape.retained_bytes, ", ".join(shape.types))
+        for shape in aggregate_cycles(cycles, top)
+    ]
+
+
+def environment_rows(header: Mapping[str, Any]) -> list[tuple[str, str]]:
+    env, config = header.get("env", {}), header.get("config", {})
+    rows = [(key, str(env[key])) for key in ENV_KEYS if env.get(key) is not None]
+    gc_info = env.get("gc") or {}
+    if gc_info:
+        rows.append(("gc", f"mode {gc_info.get('mode')}, thresholds {gc_info.get('thresholds')}"))
+    if config.get("samplers"):
+        rows.append(("samplers", ", ".join(map(str, config["samplers"]))))
+    if config.get("budgets"):
+        rows.append(("budgets", "; ".join(map(str, config["budgets"]))))
+    return rows

@@ -1,0 +1,184 @@
+"""``write_suite_report(rundirs, out)``: the detection matrix of a suite of runs.
+
+Rows are scenarios, columns ``fixed`` and each injected regression. A cell is
+correct when the fixed code passed and an injected regression got a failing
+verdict (``leak``, ``crashed``, ``hung``, ``ceiling``): the harness caught it.
+``suspicious`` and ``error`` are wrong in both columns, since neither tells a
+reader what happened. Run folders may come from several shards: the suite is
+just the list, wherever the folders are.
+
+An injected run that ended the way its scenario's fixed run also ended
+(both ``crashed``, say, because the scenario cannot even import) is not a
+detection: such a cell is wrong, with that said, whatever the verdict's kind.
+
+``expected`` overrides what a cell should be, by key ``"<scenario>/<column>"``,
+``"<column>"`` or ``"<scenario>"`` (most specific wins); values ``"pass"``,
+``"fail"`` (any failing verdict) or one exact verdict such as ``"crashed"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.control import CONFIG_FILE
+from harness.errors import UsageError
+from harness.results import VERDICTS, load_summary
+from reports.run_report import write_run_report
+from reports.runinfo import FAILING, FIXED, PROCESS_ENDINGS, column, column_of, detect_s
+from reports.suite_render import render_index, render_junit, render_text
+
+INDEX_FILE, JUNIT_FILE, TEXT_FILE = "index.html", "junit.xml", "summary.txt"
+RUN_REPORT = "report.html"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run's place in the matrix and whether it came out as expected."""
+
+    scenario: str
+    column: str  # "fixed" or "inject:<name>"
+    verdict: str
+    expected: str  # "pass", "fail" or an exact verdict
+    rundir: Path
+    duration_s: float
+    detect_s: float | None
+    reasons: tuple[str, ...]
+    repeat: int = 1  # 2, 3, ... for further runs of the same cell (shards, reruns)
+    same_as_fixed: bool = False  # a process ending the fixed run of the scenario shared
+
+    @property
+    def correct(self) -> bool:
+        if self.same_as_fixed:
+            return False
+        if self.expected == "fail":
+            return self.verdict in FAILING
+        return self.verdict == self.expected
+
+    @property
+    def name(self) -> str:
+        """The JUnit test name: the column, numbered when a cell ran more than once."""
+        return self.column if self.repeat == 1 else f"{self.column} (run {self.repeat})"
+
+    @property
+    def why_wrong(self) -> str:
+        """What was expected instead, as a phrase; empty for a correct cell."""
+        if self.correct:
+            return ""
+        if self.same_as_fixed:
+            return f"the fixed run was {self.verdict} too: not a detection"
+        return f"expected {'a failing verdict' if self.expected == 'fail' else self.expected}"
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    cells: list[Cell]
+    text: str
+    index: Path
+    junit: Path
+    summary: Path
+
+    @property
+    def wrong(self) -> list[Cell]:
+        return [cell for cell in self.cells if not cell.correct]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.cells) and not self.wrong
+
+
+def write_suite_report(
+    rundirs: Sequence[Path],
+    out: Path,
+    expected: Mapping[str, str] | None = None,
+    *,
+    write_missing_reports: bool = True,
+) -> SuiteReport:
+    """Write ``index.html``, ``junit.xml`` and ``summary.txt`` into ``out``; return them.
+
+    ``write_missing_reports`` writes a run's ``report.html`` first when it has
+    none, so every cell links somewhere. Raises ``ValueError`` for an
+    ``expected`` value that is not pass, fail or a verdict.
+    """
+    cells = build_cells([Path(d) for d in rundirs], expected or {})
+    if write_missing_reports:
+        _write_missing_reports(cells)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = render_text(cells)
+    index, junit, summary = out / INDEX_FILE, out / JUNIT_FILE, out / TEXT_FILE
+    index.write_text(render_index(cells, out), encoding="utf-8")
+    junit.write_bytes(render_junit(cells))
+    summary.write_text(text, encoding="utf-8")
+    return SuiteReport(cells, text, index, junit, summary)
+
+
+def build_cells(rundirs: Sequence[Path], expected: Mapping[str, str]) -> list[Cell]:
+    """One cell per run folder, in matrix order; repeated cells are numbered."""
+    for value in expected.values():
+        if value not in ("pass", "fail", *VERDICTS):
+            raise ValueError(f"expected outcome {value!r}: use pass, fail or one verdict.")
+    seen: dict[tuple[str, str], int] = {}
+    cells = []
+    for rundir in rundirs:
+        cell = _cell(rundir, expected)
+        key = (cell.scenario, cell.column)
+        seen[key] = seen.get(key, 0) + 1
+        cells.append(cell if seen[key] == 1 else replace(cell, repeat=seen[key]))
+    cells = _mark_same_as_fixed(cells)
+    return sorted(cells, key=lambda c: (c.scenario, c.column != FIXED, c.column, c.repeat))
+
+
+def _mark_same_as_fixed(cells: list[Cell]) -> list[Cell]:
+    """Injected cells whose process ending (crashed, hung, ...) the fixed run shared."""
+    fixed = {(c.scenario, c.verdict) for c in cells if c.column == FIXED}
+    return [
+        replace(c, same_as_fixed=True)
+        if c.column != FIXED and c.verdict in PROCESS_ENDINGS and (c.scenario, c.verdict) in fixed
+        else c
+        for c in cells
+    ]
+
+
+def _cell(rundir: Path, expected: Mapping[str, str]) -> Cell:
+    try:
+        summary = load_summary(rundir)
+    except UsageError as exc:
+        return _unreadable(rundir, exc.message, expected)
+    name, where = summary.scenario, column(summary)
+    return Cell(
+        scenario=name, column=where, verdict=summary.verdict,
+        expected=expectation(name, where, expected), rundir=rundir,
+        duration_s=summary.duration_s, detect_s=detect_s(summary), reasons=tuple(summary.reasons),
+    )
+
+
+def _unreadable(rundir: Path, why: str, expected: Mapping[str, str]) -> Cell:
+    """A run folder without a readable summary: an error cell, named from its config."""
+    try:
+        config = json.loads((rundir / CONFIG_FILE).read_text(encoding="utf-8"))
+        name, inject = str(config["scenario"]), [str(x) for x in config.get("inject", [])]
+    except (OSError, ValueError, KeyError, TypeError):
+        name, inject = rundir.name, []
+    where = column_of(inject)
+    return Cell(name, where, "error", expectation(name, where, expected), rundir, 0.0, None,
+                (f"no usable summary: {why}",))
+
+
+def expectation(scenario: str, where: str, expected: Mapping[str, str]) -> str:
+    """What the cell should be: an override (see the module docstring) or the default."""
+    for key in (f"{scenario}/{where}", where, scenario):
+        if key in expected:
+            return expected[key]
+    return "pass" if where == FIXED else "fail"
+
+
+def _write_missing_reports(cells: Sequence[Cell]) -> None:
+    for cell in cells:
+        if not (cell.rundir / RUN_REPORT).exists() and (cell.rundir / "summary.json").exists():
+            try:
+                write_run_report(cell.rundir)
+            except UsageError:
+                continue  # the matrix still shows the cell; its link says the page is missing

@@ -1,0 +1,141 @@
+"""The three faces of a suite: ``index.html`` (matrix), ``junit.xml`` and a text summary.
+
+All three render the same cells (:class:`reports.suite.Cell`), already judged.
+The JUnit file follows the common Jenkins/GitLab/GitHub schema: one
+``testsuite``, one ``testcase`` per cell with ``classname`` ``leak-harness.<scenario>``,
+and a ``failure`` element, carrying the reasons, when a cell is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reports.fmt import format_seconds
+from reports.html import badge, bullet_list, esc, page, paragraph, section, table
+from reports.runinfo import FIXED, PROCESS_ENDINGS
+
+if TYPE_CHECKING:
+    from reports.suite import Cell
+
+SUITE_NAME = "leak-harness"
+WRONG_MARK, RIGHT_MARK = "✗", "✓"
+
+
+def columns_of(cells: Sequence[Cell]) -> list[str]:
+    injected = sorted({c.column for c in cells if c.column != FIXED})
+    return [FIXED, *injected] if any(c.column == FIXED for c in cells) else injected
+
+
+def render_index(cells: Sequence[Cell], out: Path) -> str:
+    """The matrix page; links to run reports are relative to ``out``."""
+    wrong = [c for c in cells if not c.correct]
+    verdict = "pass" if cells and not wrong else "leak"
+    word = "all as expected" if verdict == "pass" else f"{len(wrong)} wrong"
+    head = (f'<h1><span class="badge" style="background:{_colour(verdict)}">{esc(word)}</span> '
+            f"Leak detection matrix</h1>")
+    meta = paragraph(f"{len(cells)} runs, {len({c.scenario for c in cells})} scenarios, from "
+                     f"{len({c.rundir.parent for c in cells})} folders. A cell is right when the "
+                     "fixed code passes and an injected regression gets a failing verdict "
+                     "(leak, crashed, hung, ceiling).", "meta")
+    parts = [head, meta, section("Matrix", _matrix(cells, out))]
+    if wrong:
+        parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
+    return page(f"leak-harness suite: {word}", parts)
+
+
+def _colour(verdict: str) -> str:
+    return "#1a7f37" if verdict == "pass" else "#cf222e"
+
+
+def _matrix(cells: Sequence[Cell], out: Path) -> str:
+    columns = columns_of(cells)
+    scenarios = sorted({c.scenario for c in cells})
+    rows, classes = [], []
+    for scenario in scenarios:
+        row, styles = [f"<b>{esc(scenario)}</b>"], [""]
+        for where in columns:
+            here = [c for c in cells if c.scenario == scenario and c.column == where]
+            row.append("<hr>".join(_cell_html(c, out) for c in here) or
+                       '<span class="muted">–</span>')
+            styles.append("" if not here else "right" if all(c.correct for c in here) else "wrong")
+        rows.append(row)
+        classes.append(styles)
+    return table(["scenario", *columns], rows, cell_classes=classes)
+
+
+def _cell_html(cell: Cell, out: Path) -> str:
+    report = _report_link(cell, out)
+    shown = badge(cell.verdict)
+    linked = f'<a href="{esc(report)}">{shown}</a>' if report else shown
+    mark = RIGHT_MARK if cell.correct else f"{WRONG_MARK} {cell.why_wrong}"
+    timing = cell_timing(cell)
+    repeat = f" (run {cell.repeat})" if cell.repeat > 1 else ""
+    return f"{linked}{esc(repeat)} {esc(mark)}<br><small>{esc(timing)}</small>"
+
+
+def cell_timing(cell: Cell) -> str:
+    if cell.verdict in PROCESS_ENDINGS:
+        return f"{cell.verdict} after {format_seconds(cell.duration_s)}"
+    if cell.detect_s is not None:
+        return f"detected after {format_seconds(cell.detect_s)}"
+    return f"ran {format_seconds(cell.duration_s)}"
+
+
+def _report_link(cell: Cell, out: Path) -> str | None:
+    report = cell.rundir / "report.html"
+    if not report.exists():
+        return None
+    return Path(os.path.relpath(report.resolve(), out.resolve())).as_posix()
+
+
+def _wrong_cell(cell: Cell, out: Path) -> str:
+    report = _report_link(cell, out)
+    where = f'<a href="{esc(report)}">{esc(cell.rundir)}</a>' if report else esc(cell.rundir)
+    title = (f"<p><b>{esc(cell.scenario)} · {esc(cell.name)}</b>: {badge(cell.verdict)} "
+             f"{esc(cell.why_wrong)} — run folder {where}</p>")
+    return title + bullet_list(cell.reasons or ("(the summary gives no reasons)",))
+
+
+def render_junit(cells: Sequence[Cell]) -> bytes:
+    """JUnit XML, UTF-8, with an XML declaration."""
+    failures = sum(not c.correct for c in cells)
+    total = f"{sum(c.duration_s for c in cells):.3f}"
+    counts = {"tests": str(len(cells)), "failures": str(failures), "errors": "0", "skipped": "0"}
+    root = ET.Element("testsuites", {"name": SUITE_NAME, **counts, "time": total})
+    suite = ET.SubElement(root, "testsuite", {"name": SUITE_NAME, **counts, "time": total})
+    for cell in cells:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"{SUITE_NAME}.{cell.scenario}", "name": cell.name,
+            "time": f"{cell.duration_s:.3f}",
+        })
+        if not cell.correct:
+            failure = ET.SubElement(case, "failure", {
+                "message": f"{cell.verdict}: {cell.why_wrong}", "type": cell.verdict,
+            })
+            failure.text = "\n".join([*cell.reasons, f"run folder: {cell.rundir}"])
+        out = ET.SubElement(case, "system-out")
+        out.text = f"verdict: {cell.verdict}\nrun folder: {cell.rundir}\n"
+    ET.indent(root)
+    written: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return written
+
+
+def render_text(cells: Sequence[Cell]) -> str:
+    """A compact summary for CI logs: one line per cell, reasons under wrong ones."""
+    wrong = [c for c in cells if not c.correct]
+    state = "all as expected" if cells and not wrong else f"{len(wrong)} WRONG"
+    lines = [f"leak-harness suite: {len(cells)} runs, {state}"]
+    width = max((len(c.scenario) for c in cells), default=8)
+    col_width = max((len(c.name) for c in cells), default=8)
+    for cell in cells:
+        mark = "ok" if cell.correct else f"WRONG: {cell.why_wrong}"
+        lines.append(f"  {cell.scenario:<{width}}  {cell.name:<{col_width}}  "
+                     f"{cell.verdict:<10} {cell_timing(cell):<24} {mark}")
+        if not cell.correct:
+            lines += [f"      - {reason}" for reason in cell.reasons]
+            lines.append(f"      run folder: {cell.rundir}")
+    return "\n".join(lines) + "\n"
