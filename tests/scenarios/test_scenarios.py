@@ -1,0 +1,90 @@
+"""Every scenario runs, with tiny settings, in-process: fixed, injected, and on
+a foreign cache. The worker-process path is covered by tests/engine and by the
+detection-matrix test; here the point is that each scenario's workload drives
+its cache to the incident's signature within a few thousand operations."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from harness.api import RunContext
+from harness.registry import load_scenario, scenario_names
+
+TESTED: set[str] = set()
+TINY: dict[str, Any] = {"load": {"max_running": 8}}
+LRU = ["mamba-lru", "swa-lru", "unified-lru"]
+PP = ["hiradix-pp-sync", "unified-pp-sync"]
+
+
+@contextmanager
+def workload(name: str, inject: tuple[str, ...] = (), target: str | None = None) -> Iterator[Any]:
+    TESTED.add(name)
+    ctx = RunContext(seed=1, inject=inject, target=target, options=TINY)
+    w = load_scenario(name).build(ctx)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def steps(w: Any, n: int) -> int:
+    return sum(w.step() for _ in range(n))
+
+
+@pytest.mark.parametrize("name", ["radix-steady", *LRU, "himamba-stale-leaf", *PP])
+def test_fixed_scenario_runs_and_stays_clean(name: str) -> None:
+    gc.collect()
+    with workload(name) as w:
+        ops = steps(w, 150 if name in PP else 1500)
+        values = {k: g() for k, g in w.gauges().items()}
+    assert ops > 0
+    assert values.get("detached_alive_nodes", 0) == 0
+    assert values.get("work_list", 0) <= 2
+
+
+@pytest.mark.parametrize("name", LRU)
+def test_lru_unlink_leaves_detached_nodes(name: str) -> None:
+    scenario = load_scenario(name)
+    gc.collect()
+    gc.disable()
+    try:
+        with workload(name, scenario.regressions) as w:
+            steps(w, 1500)
+            detached = w.gauges()["detached_alive_nodes"]()
+    finally:
+        gc.enable()
+    assert detached > 50
+
+
+def test_stale_host_leaf_crashes_inside_insert() -> None:
+    with pytest.raises(AssertionError, match="parent does not have child key") as info:  # noqa: PT012
+        with workload("himamba-stale-leaf", ("himamba-stale-host-leaf",)) as w:
+            steps(w, 30_000)
+    names = {frame.name for frame in info.traceback}
+    assert {"insert", "write_backup", "evict_host"} <= names
+
+
+@pytest.mark.parametrize("name", PP)
+def test_pp_sync_no_drain_piles_up_work(name: str) -> None:
+    regression = load_scenario(name).regressions
+    with workload(name, regression) as w:
+        steps(w, 100)
+        assert w.gauges()["work_list"]() >= 100
+
+
+@pytest.mark.parametrize("name", ["radix-steady", *LRU, "himamba-stale-leaf"])
+def test_scenarios_run_unchanged_on_a_foreign_cache(name: str) -> None:
+    with workload(name, target="examples.own_cache:make") as w:
+        ops = steps(w, 800)
+        blocks = w.gauges()["blocks"]()
+    assert ops > 800 and blocks > 0
+
+
+def test_every_scenario_file_was_run() -> None:
+    """Runs last in this module: a scenario added without a test fails here."""
+    assert set(scenario_names()) <= TESTED, sorted(set(scenario_names()) - TESTED)
