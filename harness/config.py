@@ -20,6 +20,7 @@ SAMPLER_NAMES = ("rss", "gc", "garbage", "objects", "gauges", "malloc_trim")
 # Without an explicit --timeout a run may overrun its duration by this much
 # (start-up, torch import, final garbage window on a big heap) before it is "hung".
 TIMEOUT_SLACK_S = 120.0
+DEFAULT_HEARTBEAT_S = 30.0  # a full collection of a huge heap can take seconds
 # Runs bounded only by an op count get this wall-clock limit by default.
 OPS_ONLY_TIMEOUT_S = 3600.0
 
@@ -58,7 +59,7 @@ class RunConfig:
     gc_mode: str = "default"
     ballast_objects: int = 2_000_000  # GC-tracked objects for gc_mode "server"
     timeout_s: float | None = None  # None: duration + TIMEOUT_SLACK_S
-    heartbeat_s: float = 30.0
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
     rss_ceiling: int | None = None  # bytes; None: half the machine's memory
     intervals: SamplerIntervals = field(default_factory=SamplerIntervals)
     samplers: tuple[str, ...] = SAMPLER_NAMES
@@ -154,6 +155,8 @@ def reproduce_command(config: RunConfig) -> str:
     argv += ["--seed", str(config.seed), "--gc-mode", config.gc_mode]
     if config.timeout_s is not None:
         argv += ["--timeout", seconds_text(config.timeout_s)]
+    if config.heartbeat_s != DEFAULT_HEARTBEAT_S:
+        argv += ["--heartbeat", seconds_text(config.heartbeat_s)]
     if config.rss_ceiling is not None:
         argv += ["--rss-ceiling", f"{config.rss_ceiling}B"]
     if config.target:

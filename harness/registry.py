@@ -41,7 +41,9 @@ def scenario_names() -> list[str]:
     except ModuleNotFoundError:
         return []  # the scenarios package is optional: fixture specs still work
     found = pkgutil.iter_modules(getattr(package, "__path__", []))
-    return sorted(m.name.replace("_", "-") for m in found if not m.name.startswith("_"))
+    # Subpackages (``scenarios/workloads``) hold what scenarios are built from.
+    names = (m.name for m in found if not (m.ispkg or m.name.startswith("_")))
+    return sorted(name.replace("_", "-") for name in names)
 
 
 def closest(word: str, candidates: list[str]) -> str:
@@ -69,12 +71,13 @@ def _import(module_name: str, spec: str) -> object:
         # Only a missing scenario module is the user's typo; a missing
         # dependency inside an existing scenario is reported as what it is.
         if exc.name and module_name.startswith(exc.name):
-            known = scenario_names()
+            known = [listing.name for listing in list_scenarios()]
             listed = f"; known scenarios: {', '.join(known)}" if known else ""
             raise UsageError(f"unknown scenario {spec!r}{closest(spec, known)}{listed}.") from None
         raise UsageError(f"scenario {spec!r} needs a module that is missing: {exc.name}.") from None
     except Exception as exc:
-        raise UsageError(f"scenario {spec!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        why = f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"scenario {spec!r} failed to import: {why}") from exc
 
 
 def _attribute(module: object, attr: str, spec: str) -> Scenario:

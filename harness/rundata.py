@@ -15,8 +15,8 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained
                cycles, see ``harness.analysis``), ``collected`` (objects freed)
 - ``objects``: ``counts`` ({type: live count}), ``ops``
-- ``event``:   ``name`` (``start``, ``warmup_end``, ``malloc_trim``, ``crash``,
-               ``end``, ...) and event-specific fields
+- ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
+               ``crash``, ``end``, ...) and event-specific fields
 - ``progress``: ``ops``, ``ops_per_s``, ``phase`` (``warmup`` or ``measure``)
 
 Analysis works on this structure only (pure functions over numpy arrays).

@@ -46,7 +46,9 @@ class Every:
         self.next_at = first_at
 
     def due(self, now: float) -> bool:
-        if now < self.next_at:
+        # A microsecond of slack: a clock stepping by exactly the interval in
+        # floating point (0.1 + 0.2) must not skip every other sample.
+        if now < self.next_at - 1e-6:
             return False
         # Re-anchor on ``now`` rather than adding to the old deadline: after a
         # long step we want one sample, not a burst catching up.

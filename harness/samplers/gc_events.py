@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from harness.samplers.base import Clock, Every, Sink, harness_is_collecting
@@ -71,27 +72,39 @@ class GcEventsSampler:
         )
 
     def _flush(self, now: float) -> None:
-        sums = {0: [0, 0, 0, 0.0, 0.0], 1: [0, 0, 0, 0.0, 0.0]}  # count, coll, unc, pause, max
+        young = {0: Totals(), 1: Totals()}
         while self._pending:
             gen, collected, uncollectable, pause, t = self._pending.popleft()
             if gen == 2:
-                self._write(t, 2, 1, collected, uncollectable, pause, pause)
-                continue
-            acc = sums[gen]
-            acc[0] += 1
-            acc[1] += collected
-            acc[2] += uncollectable
-            acc[3] += pause
-            acc[4] = max(acc[4], pause)
-        for gen, (count, collected, uncollectable, pause, longest) in sums.items():
-            if count:
-                self._write(now, gen, int(count), int(collected), int(uncollectable), pause, longest)
+                self._write(t, 2, Totals(1, collected, uncollectable, pause, pause))
+            else:
+                young[gen].add(collected, uncollectable, pause)
+        for gen, totals in young.items():
+            if totals.count:
+                self._write(now, gen, totals)
 
-    def _write(
-        self, t: float, gen: int, count: int, collected: int, unc: int, pause: float, longest: float
-    ) -> None:
+    def _write(self, t: float, gen: int, totals: Totals) -> None:
         assert self._sink is not None
         self._sink.sample(
-            "gc", t, gen=gen, count=count, collected=collected, uncollectable=unc,
-            pause_s=round(pause, 6), max_pause_s=round(longest, 6), ops=self._ops,
+            "gc", t, gen=gen, count=totals.count, collected=totals.collected,
+            uncollectable=totals.uncollectable, pause_s=round(totals.pause_s, 6),
+            max_pause_s=round(totals.max_pause_s, 6), ops=self._ops,
         )
+
+
+@dataclass
+class Totals:
+    """Collections of one generation summed over a flush interval."""
+
+    count: int = 0
+    collected: int = 0
+    uncollectable: int = 0
+    pause_s: float = 0.0
+    max_pause_s: float = 0.0
+
+    def add(self, collected: int, uncollectable: int, pause: float) -> None:
+        self.count += 1
+        self.collected += collected
+        self.uncollectable += uncollectable
+        self.pause_s += pause
+        self.max_pause_s = max(self.max_pause_s, pause)

@@ -44,6 +44,7 @@ class RssSampler:
     def start(self, writer: Sink, clock: Clock) -> None:
         self._sink, self._clock = writer, clock
         self._take(clock())
+        self._every.next_at = clock() + self._every.interval_s
         if self._background:
             self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
             self._thread.start()

@@ -1,0 +1,162 @@
+"""pytest plugin: leak tests with budgets, run in real workers.
+
+    @pytest.mark.leak(scenario="mamba-lru", budgets=["rss: 50 MB/h"])
+    def test_mamba_cache_does_not_leak(leak_result):
+        assert leak_result.verdict == "pass"
+
+A test carrying the ``leak`` marker gets its scenario run once (duration from
+``--leak-duration`` or the scenario's check duration; run folders under
+``--leak-results``); the ``leak_result`` fixture fails the test with the
+verdict, the reasons, the reference cycle found in the garbage and the path of
+the HTML report unless the verdict is the one the marker expects (``expect``:
+"pass" by default, "fail" for a test that proves a regression is caught). The
+``leak_run`` fixture runs scenarios from the test body instead.
+
+Leak tests take seconds to minutes, so they run only when selected with
+``-m leak`` (or ``--leak``); a plain ``pytest`` run skips them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.analysis.units import parse_duration
+from harness.check import FAILING
+from harness.config import RunConfig
+from harness.errors import UsageError
+from harness.registry import load_scenario
+from harness.runner import RunOutcome, run
+
+MARKER_HELP = (
+    "leak(scenario, budgets=(), inject=(), duration=None, seed=0, gc_mode=None, expect='pass'): "
+    "run a leak-harness scenario in a worker and judge it against its budgets"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("leak-harness")
+    group.addoption("--leak", action="store_true", help="run tests marked 'leak' too")
+    group.addoption("--leak-duration", default=None, help="duration of each leak test (90s, 10m)")
+    group.addoption("--leak-results", default="results/pytest", help="folder for run folders")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--leak") or "leak" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="leak test: select it with -m leak or --leak")
+    for item in items:
+        if item.get_closest_marker("leak") is not None:
+            item.add_marker(skip)
+
+
+class LeakRunner:
+    """Runs scenarios for one test; each run gets its own folder."""
+
+    def __init__(self, node: pytest.Item, results: Path, duration: str | None) -> None:
+        self.base = results / re.sub(r"[^\w.-]+", "_", node.nodeid)
+        self.duration = duration
+        self.runs = 0
+
+    def __call__(
+        self,
+        scenario: str,
+        budgets: Sequence[str] = (),
+        inject: Sequence[str] = (),
+        duration: str | None = None,
+        seed: int = 0,
+        gc_mode: str | None = None,
+    ) -> RunOutcome:
+        spec = load_scenario(scenario)
+        self.runs += 1
+        config = RunConfig(
+            scenario=scenario,
+            rundir=str(self.base / f"run{self.runs}"),
+            duration_s=parse_duration(duration or self.duration or spec.check_duration),
+            warmup_s=parse_duration(spec.warmup),
+            inject=tuple(inject),
+            seed=seed,
+            gc_mode=gc_mode or spec.gc_mode,
+            budgets=tuple(budgets) or spec.budgets,
+        )
+        if config.path.exists():
+            shutil.rmtree(config.path)  # a re-run of the same test starts clean
+        outcome = run(config)
+        _write_report(outcome.rundir)
+        return outcome
+
+
+def _write_report(rundir: Path) -> Path | None:
+    from reports.run_report import write_run_report
+
+    try:
+        return write_run_report(rundir)
+    except UsageError:
+        return None
+
+
+def explain(outcome: RunOutcome) -> str:
+    """What a failing leak test prints: verdict, reasons, cycle, report path."""
+    lines = [f"{outcome.summary.scenario}: verdict {outcome.verdict}"]
+    lines += [f"  - {reason}" for reason in outcome.reasons]
+    lines += [f"  cycle: {c}" for c in _cycles(outcome.rundir)]
+    report = outcome.rundir / "report.html"
+    lines.append(f"  report: {report if report.exists() else outcome.rundir}")
+    return "\n".join(lines)
+
+
+def _cycles(rundir: Path) -> list[str]:
+    """The reference cycles the garbage sampler explained, as ``A.x -> B.y -> (back)``."""
+    from harness.results import load_samples
+
+    try:
+        data = load_samples(rundir / "samples.jsonl")
+    except UsageError:
+        return []
+    seen: dict[str, None] = {}
+    for window in data.garbage_windows:
+        for cycle in window.get("cycles", []):
+            seen[" -> ".join([*cycle["path"], "(back)"])] = None
+    return list(seen)[:3]
+
+
+def judge(outcome: RunOutcome, expect: str) -> None:
+    ok = outcome.verdict in FAILING if expect == "fail" else outcome.verdict == expect
+    if not ok:
+        pytest.fail(f"expected {expect}, got {outcome.verdict}\n{explain(outcome)}", pytrace=False)
+
+
+@pytest.fixture
+def leak_run(request: pytest.FixtureRequest) -> LeakRunner:
+    """Run scenarios from the test body: ``outcome = leak_run("mamba-lru", budgets=[...])``."""
+    config = request.config
+    return LeakRunner(
+        request.node,
+        Path(config.getoption("--leak-results")),
+        config.getoption("--leak-duration"),
+    )
+
+
+@pytest.fixture
+def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutcome:
+    """Run the scenario named by the test's ``leak`` marker and judge it."""
+    marker = request.node.get_closest_marker("leak")
+    if marker is None:
+        raise pytest.UsageError("the leak_result fixture needs @pytest.mark.leak(scenario=...)")
+    kwargs: dict[str, Any] = dict(marker.kwargs)
+    expect = kwargs.pop("expect", "pass")
+    scenario = kwargs.pop("scenario", marker.args[0] if marker.args else None)
+    if scenario is None:
+        raise pytest.UsageError("@pytest.mark.leak needs scenario=NAME")
+    outcome = leak_run(scenario, **kwargs)
+    judge(outcome, expect)
+    return outcome

@@ -1,0 +1,203 @@
+"""Result files of a run directory: ``samples.jsonl`` in, ``summary.json`` out and in.
+
+Schemas are versioned and unknown versions are refused with a sentence, never
+guessed at. Version history:
+
+- ``leak-harness/samples`` 1: header line, then one line per sample or event
+  (line format in ``harness.rundata``).
+- ``leak-harness/summary`` 1: verdict, reasons, metrics with units, time to
+  detect, duration, ops and the command that reproduces the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.control import SAMPLES_FILE, SUMMARY_FILE
+from harness.errors import UsageError
+from harness.rundata import RunData, Series
+from harness.stream import SCHEMA as SAMPLES_SCHEMA
+from harness.stream import VERSION as SAMPLES_VERSION
+
+SUMMARY_SCHEMA = "leak-harness/summary"
+SUMMARY_VERSION = 1
+VERDICTS = ("pass", "leak", "suspicious", "crashed", "hung", "ceiling", "error")
+
+
+class RunDataBuilder:
+    """Collects parsed sample lines and turns them into a RunData on demand."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self._rss: list[tuple[float, float]] = []
+        self._uss: list[tuple[float, float]] = []
+        self._ops: list[tuple[float, float]] = []
+        self._progress_ops: list[tuple[float, float]] = []
+        self._gauges: dict[str, list[tuple[float, float]]] = {}
+        self.data = RunData(header)
+        self.last_t = 0.0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind, t = record.get("type"), float(record.get("t", 0.0))
+        self.last_t = max(self.last_t, t)
+        if kind == "rss":
+            self._rss.append((t, float(record["rss"])))
+            self._ops.append((t, float(record.get("ops", 0))))
+            if record.get("uss") is not None:
+                self._uss.append((t, float(record["uss"])))
+        elif kind == "gauges":
+            for name, value in record["values"].items():
+                self._gauges.setdefault(name, []).append((t, float(value)))
+        elif kind == "progress":
+            self._progress_ops.append((t, float(record["ops"])))
+        else:
+            self._add_listed(kind, dict(record))
+
+    def _add_listed(self, kind: Any, record: dict[str, Any]) -> None:
+        lists = {
+            "gc": self.data.gc_events,
+            "garbage": self.data.garbage_windows,
+            "objects": self.data.object_windows,
+            "event": self.data.events,
+        }
+        if kind in lists:
+            lists[kind].append(record)
+        # Other types are newer additions within version 1: skipped, not refused.
+
+    def build(self) -> RunData:
+        data = self.data
+        data.rss = series(self._rss, "B")
+        data.uss = series(self._uss, "B")
+        # Op counts ride on the 10 Hz RSS samples; progress lines stand in when
+        # the RSS sampler was off.
+        data.ops = series(self._ops or self._progress_ops, "ops")
+        data.gauges = {name: series(points, "") for name, points in self._gauges.items()}
+        return data
+
+
+def series(points: list[tuple[float, float]], unit: str) -> Series:
+    if not points:
+        return Series.empty(unit)
+    array = np.asarray(points, dtype=np.float64)
+    return Series(array[:, 0].copy(), array[:, 1].copy(), unit)
+
+
+def check_header(record: Any, where: str) -> dict[str, Any]:
+    """The header line's dict, or a sentence saying why this file is not ours."""
+    if not isinstance(record, dict) or record.get("type") != "header":
+        raise UsageError(f"{where} does not start with a leak-harness header line.")
+    schema, version = record.get("schema"), record.get("version")
+    if schema != SAMPLES_SCHEMA:
+        raise UsageError(f"{where} has schema {schema!r}; expected {SAMPLES_SCHEMA!r}.")
+    if version != SAMPLES_VERSION:
+        raise UsageError(
+            f"{where} is samples version {version!r}; this leak-harness reads version "
+            f"{SAMPLES_VERSION} only (a newer harness wrote it?)."
+        )
+    return record
+
+
+def parse_line(text: str, where: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where} line {number} is not valid JSON ({exc.msg}).") from None
+    if not isinstance(record, dict) or "type" not in record:
+        raise UsageError(f"{where} line {number} is not a sample record.")
+    return record
+
+
+def load_samples(path: Path) -> RunData:
+    """Read a samples file; a truncated last line becomes a ``truncated`` event."""
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {where}: {exc.strerror or exc}.") from None
+    lines = text.split("\n")
+    complete, tail = lines[:-1], lines[-1]  # no newline after the last: cut mid-write
+    if not complete and not tail.strip():
+        raise UsageError(f"{where} is empty: the worker wrote no header.")
+    if not complete:
+        raise UsageError(f"{where} holds only a truncated header line.")
+    builder = RunDataBuilder(check_header(parse_line(complete[0], where, 1), where))
+    add_lines(builder, complete[1:], where, first_number=2)
+    if tail.strip():
+        # Reported in-band, so analysis and reports can say the run was cut.
+        truncated = {"type": "event", "name": "truncated", "t": builder.last_t, "line": len(lines)}
+        builder.add(truncated)
+    return builder.build()
+
+
+def add_lines(builder: RunDataBuilder, lines: Iterable[str], where: str, first_number: int) -> None:
+    for number, line in enumerate(lines, start=first_number):
+        if line.strip():
+            record = parse_line(line, where, number)
+            try:
+                builder.add(record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{where} line {number} lacks a valid field ({exc}).") from None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """``summary.json``: what a person, CI or a report needs about one run."""
+
+    scenario: str
+    injected: list[str]
+    verdict: str
+    reasons: list[str]
+    metrics: dict[str, dict[str, Any]]
+    time_to_detect_s: float | None
+    duration_s: float
+    ops: int
+    command: str
+    extra: dict[str, Any] = field(default_factory=dict)  # rundir, exit status, ...
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise UsageError(f"unknown verdict {self.verdict!r}; one of {', '.join(VERDICTS)}.")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SUMMARY_SCHEMA, "version": SUMMARY_VERSION, **asdict(self)}
+
+
+def write_summary(rundir: Path, summary: Summary) -> Path:
+    path = rundir / SUMMARY_FILE
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(summary.to_json(), indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)  # readers never see half a summary
+    return path
+
+
+def load_summary(rundir: Path) -> Summary:
+    path = rundir / SUMMARY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}.") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}).") from None
+    if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA:
+        raise UsageError(f"{path} is not a leak-harness summary.")
+    if data.get("version") != SUMMARY_VERSION:
+        raise UsageError(
+            f"{path} is summary version {data.get('version')!r}; this leak-harness reads "
+            f"version {SUMMARY_VERSION} only."
+        )
+    fields_only = {k: v for k, v in data.items() if k not in ("schema", "version")}
+    try:
+        return Summary(**fields_only)
+    except TypeError as exc:
+        raise UsageError(f"{path} does not match summary version 1 ({exc}).") from None
+
+
+def load_run(rundir: Path) -> tuple[RunData, Summary]:
+    """Both result files of a finished run."""
+    return load_samples(rundir / SAMPLES_FILE), load_summary(rundir)
