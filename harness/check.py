@@ -21,8 +21,8 @@ from harness.analysis.units import parse_duration
 from harness.api import Scenario
 from harness.config import RunConfig
 from harness.errors import UsageError
-from harness.runner import RunOutcome, run
 from harness.rundata import RunData
+from harness.runner import RunOutcome, run
 
 FAILING = ("leak", "crashed", "hung", "ceiling")
 MIN_SAMPLES_TO_STOP = 20  # never stop on the first second of samples
@@ -67,7 +67,9 @@ class CheckOptions:
     budgets: tuple[str, ...] = ()
 
 
-def plan(scenarios: Sequence[Scenario], select: str | None = None, shard: str | None = None) -> list[Cell]:
+def plan(
+    scenarios: Sequence[Scenario], select: str | None = None, shard: str | None = None
+) -> list[Cell]:
     """The cells to run: ``select`` is a glob over ``scenario[cell]`` labels
     (``-k 'mamba*'``), ``shard`` is ``I/N`` (1-based) for spreading over machines."""
     cells = [Cell(s, inj) for s in scenarios for inj in (None, *s.regressions)]

@@ -62,9 +62,9 @@ def test_lru_unlink_leaves_detached_nodes(name: str) -> None:
 
 
 def test_stale_host_leaf_crashes_inside_insert() -> None:
-    with pytest.raises(AssertionError, match="parent does not have child key") as info:  # noqa: PT012
-        with workload("himamba-stale-leaf", ("himamba-stale-host-leaf",)) as w:
-            steps(w, 30_000)
+    crash = pytest.raises(AssertionError, match="parent does not have child key")
+    with crash as info, workload("himamba-stale-leaf", ("himamba-stale-host-leaf",)) as w:
+        steps(w, 30_000)
     names = {frame.name for frame in info.traceback}
     assert {"insert", "write_backup", "evict_host"} <= names
 
