@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RESULTS ?= results
+NIGHTLY_DURATION ?= 30m
+SHARD ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test leak-check nightly bench lint clean
+.PHONY: help install test leak-check nightly nightly-merge bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,14 +24,24 @@ install: $(VENV)/.installed ## create .venv and install leak-harness with its de
 test: install ## run the unit and integration tests (a few minutes)
 	$(PY) -m pytest -q
 
-leak-check: install ## detection matrix at short durations: fails on any undetected regression
-	$(VENV)/bin/leak-harness check --out $(RESULTS)/check
+leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
+	$(VENV)/bin/leak-harness check --out $(RESULTS)/check --history $(RESULTS)/history.sqlite
+	@echo "reports: $(RESULTS)/check/index.html (one report.html per run folder)"
 
-nightly: install ## every scenario at long durations, history appended
-	$(VENV)/bin/leak-harness check --nightly --out $(RESULTS)/nightly
+nightly: install ## every scenario for NIGHTLY_DURATION (30m) each; SHARD=I/N runs one slice
+	$(VENV)/bin/leak-harness check --nightly --duration $(NIGHTLY_DURATION) \
+		$(if $(SHARD),--shard $(SHARD) --no-history,--history $(RESULTS)/history.sqlite) \
+		--out $(RESULTS)/nightly$(if $(SHARD),/shard-$(subst /,-of-,$(SHARD)))
 
-bench: install ## print reference-cache throughput per cache class
+nightly-merge: install ## merge nightly shards into one index, append history, draw trends
+	$(VENV)/bin/leak-harness report $(RESULTS)/nightly --out $(RESULTS)/nightly \
+		--history $(RESULTS)/history.sqlite
+	$(VENV)/bin/leak-harness history --db $(RESULTS)/history.sqlite --plots $(RESULTS)/nightly/trends
+
+bench: install ## print measured numbers: cache throughput, analysis and report scale
 	$(PY) bench/cache_throughput.py
+	$(PY) bench/analysis_scale.py
+	$(PY) bench/report_scale.py
 
 lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check .

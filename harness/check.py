@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Event
+from typing import Protocol
 
 from harness.analysis.summary import summarize
 from harness.analysis.units import parse_duration
@@ -23,6 +25,7 @@ from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.rundata import RunData
 from harness.runner import RunOutcome, run
+from harness.supervisor import Snapshot
 
 FAILING = ("leak", "crashed", "hung", "ceiling")
 MIN_SAMPLES_TO_STOP = 20  # never stop on the first second of samples
@@ -120,26 +123,54 @@ def stop_when_certain(config: RunConfig) -> Callable[[RunData], bool]:
     return certain
 
 
-def run_cell(cell: Cell, options: CheckOptions) -> CellResult:
+class Observer(Protocol):
+    """What the check command's view is told while the matrix runs."""
+
+    def started(self, cell: Cell) -> None: ...
+
+    def progress(self, cell: Cell, snap: Snapshot) -> None: ...
+
+    def landed(self, result: CellResult) -> None: ...
+
+
+def run_cell(
+    cell: Cell, options: CheckOptions, observer: Observer | None = None, cancel: Event | None = None
+) -> CellResult:
     config = cell_config(cell, options)
-    stop = None if cell.inject is None else stop_when_certain(config)
-    return CellResult(cell, run(config, stop_when=stop))
+    certain = None if cell.inject is None else stop_when_certain(config)
+
+    def stop(data: RunData) -> bool:
+        # Ctrl-C reaches only the main thread; the other runs see it through ``cancel``.
+        return bool(cancel is not None and cancel.is_set()) or bool(certain and certain(data))
+
+    def progress(snap: Snapshot) -> None:
+        if observer is not None:
+            observer.progress(cell, snap)
+
+    if observer is not None:
+        observer.started(cell)
+    result = CellResult(cell, run(config, stop_when=stop, on_progress=progress))
+    if observer is not None:
+        observer.landed(result)
+    return result
 
 
 def run_matrix(
-    cells: Sequence[Cell],
-    options: CheckOptions,
-    on_result: Callable[[CellResult], None] | None = None,
+    cells: Sequence[Cell], options: CheckOptions, observer: Observer | None = None
 ) -> list[CellResult]:
-    """Run every cell (``options.jobs`` workers at a time), in plan order."""
+    """Run every cell (``options.jobs`` workers at a time); results in plan order.
 
-    def one(cell: Cell) -> CellResult:
-        result = run_cell(cell, options)
-        if on_result is not None:
-            on_result(result)
-        return result
-
+    On Ctrl-C the running cells are asked to stop, still analysed, and the
+    interrupt is raised again once they have landed."""
+    cancel = Event()
     if options.jobs <= 1:
-        return [one(cell) for cell in cells]
+        return [run_cell(cell, options, observer, cancel) for cell in cells]
     with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        return list(pool.map(one, cells))
+        futures = [pool.submit(run_cell, cell, options, observer, cancel) for cell in cells]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            cancel.set()
+            for f in futures:
+                f.cancel()
+            raise

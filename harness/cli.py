@@ -9,14 +9,19 @@ Bad input is one sentence on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import inspect
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import NoReturn, Protocol
 
+from harness.commands.check import CheckCommand
+from harness.commands.history import HistoryCommand
+from harness.commands.report import CompareCommand, ReportCommand
 from harness.display import ProgressLine
 from harness.errors import UsageError
 from harness.registry import list_scenarios
@@ -52,7 +57,14 @@ class Command(Protocol):
 
 
 class RunCommand:
-    """Run one scenario in a fresh worker and print its verdict."""
+    """Run one scenario in a fresh worker process, print its verdict and reasons, and
+    write the run folder (samples.jsonl, summary.json, report.html with plots).
+
+    examples:
+      leak-harness run mamba-lru --inject mamba-lru-unlink --duration 30s
+      leak-harness run radix-steady --target examples.own_cache:make --budget 'rss: 20 MB/h'
+      leak-harness run mamba-lru --gc-mode server --duration 10m   # rare gen-2, RSS climbs
+    """
 
     name = "run"
 
@@ -73,11 +85,22 @@ class RunCommand:
         for reason in outcome.reasons:
             print(f"  - {reason}")
         print(f"run folder: {outcome.rundir}")
+        print(f"report: {write_report(outcome.rundir)}")
         return 0 if outcome.verdict in PASSING else 1
 
 
+def write_report(rundir: Path) -> Path:
+    from reports.run_report import write_run_report  # lazy: matplotlib stays off the run path
+
+    return write_run_report(rundir)
+
+
 class ListCommand:
-    """List the scenarios with their descriptions and the regressions they catch."""
+    """List the scenarios with their descriptions and the regressions they catch.
+
+    example:
+      leak-harness list
+    """
 
     name = "list"
 
@@ -97,7 +120,14 @@ class ListCommand:
         return 0
 
 
-COMMANDS: tuple[Command, ...] = (RunCommand(), ListCommand())
+COMMANDS: tuple[Command, ...] = (
+    ListCommand(),
+    RunCommand(),
+    CheckCommand(),
+    ReportCommand(),
+    CompareCommand(),
+    HistoryCommand(),
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -111,8 +141,13 @@ def build_parser() -> Parser:
     parser = Parser(prog="leak-harness", description="Memory-leak regression harness.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS:
-        doc = (type(command).__doc__ or "").strip()
-        sub = commands.add_parser(command.name, help=doc, description=doc)
+        doc = inspect.cleandoc(type(command).__doc__ or "")
+        sub = commands.add_parser(
+            command.name,
+            help=doc.split("\n\n")[0].replace("\n", " "),
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.prepare_parser(sub)
         sub.set_defaults(handler=command.run)
     return parser

@@ -1,0 +1,55 @@
+"""``leak-harness history``: trends per scenario across nightly runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.units import format_rate
+from harness.errors import UsageError
+
+
+def trend_line(trend: Any) -> str:
+    """``mamba-lru[fixed]: 14 runs, latest pass, RSS +1.2 MB/h, verdicts pass x14``"""
+    latest = trend.points[-1]
+    growth = "n/a" if latest.growth_per_h is None else format_rate(latest.growth_per_h, "B/h")
+    verdicts = Counter(p.verdict for p in trend.points)
+    tally = ", ".join(f"{v} x{n}" for v, n in verdicts.most_common())
+    return (f"{trend.scenario}[{trend.column}]: {len(trend.points)} runs, latest "
+            f"{latest.verdict} ({latest.recorded_at:%Y-%m-%d %H:%M}), growth {growth}; {tally}")
+
+
+class HistoryCommand:
+    """Print each scenario's recent growth per hour, draw one trend plot per scenario,
+    and flag a scenario whose latest growth left the band of its own run-to-run noise
+    (exit 1 when one is flagged).
+
+    example:
+      leak-harness history --db results/history.sqlite --nights 30 --plots results/trends
+    """
+
+    name = "history"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--db", type=Path, default=Path("results/history.sqlite"),
+                            help="history database (default results/history.sqlite)")
+        parser.add_argument("--scenario", help="only this scenario")
+        parser.add_argument("--nights", type=int, default=14, help="recent runs to show (14)")
+        parser.add_argument("--plots", type=Path, default=Path("results/trends"),
+                            help="folder for the trend plots")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from reports.history import flag_regressions, trends, write_trend_plots
+
+        if not args.db.exists():
+            raise UsageError(f"no history at {args.db}: run 'leak-harness check' first.")
+        for trend in trends(args.db, args.scenario, args.nights):
+            print(trend_line(trend))
+        plots = write_trend_plots(args.db, args.plots, args.nights)
+        print(f"{len(plots)} trend plots in {args.plots}")
+        flags = [f for f in flag_regressions(args.db, args.scenario) if f.direction == "up"]
+        for flag in flags:
+            print(f"REGRESSION: {flag.sentence}")
+        return 1 if flags else 0

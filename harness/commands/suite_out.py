@@ -1,0 +1,38 @@
+"""What ``check`` and ``report`` do once run folders exist: the suite report
+(index.html, junit.xml, summary.txt), the history rows and the regression flags."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def finish_suite(rundirs: Sequence[Path], out: Path, history: Path | None) -> int:
+    """Write the suite report and history; 0 when every cell is right and nothing
+    is flagged, else 1."""
+    from reports.history import append_suite, flag_regressions, write_trend_plots
+    from reports.suite import write_suite_report
+
+    report = write_suite_report(rundirs, out)
+    print(report.text)
+    print(f"suite report: {report.index}")
+    flagged = []
+    if history is not None:
+        added = append_suite(history, rundirs, commit=git_commit())
+        flagged = [f for f in flag_regressions(history) if f.direction == "up"]
+        plots = write_trend_plots(history, out / "trends")
+        print(f"history: {added.added} rows added to {history}; {len(plots)} trend plots in "
+              f"{out / 'trends'}")
+        for flag in flagged:
+            print(f"REGRESSION: {flag.sentence}")
+    return 0 if report.ok and not flagged else 1
