@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 RESULTS ?= results
 NIGHTLY_DURATION ?= 30m
 SHARD ?=
+TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test leak-check nightly nightly-merge bench lint clean
@@ -14,8 +15,8 @@ help: ## list the targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# torch pinned to the CPU build this machine keeps on disk (see README for elsewhere)
-	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0"
+	# torch pinned to 2.13.0; TORCH_PIP_ARGS can point pip at the CPU wheels (README)
+	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0" $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
 	touch $@
 

@@ -153,10 +153,17 @@ def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutc
     if marker is None:
         raise pytest.UsageError("the leak_result fixture needs @pytest.mark.leak(scenario=...)")
     kwargs: dict[str, Any] = dict(marker.kwargs)
-    expect = kwargs.pop("expect", "pass")
+    kwargs.pop("expect", None)  # judged in pytest_runtest_call, so a miss is a failure
     scenario = kwargs.pop("scenario", marker.args[0] if marker.args else None)
     if scenario is None:
         raise pytest.UsageError("@pytest.mark.leak needs scenario=NAME")
-    outcome = leak_run(scenario, **kwargs)
-    judge(outcome, expect)
-    return outcome
+    return leak_run(scenario, **kwargs)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """Judge a ``leak`` test's run before its body: a wrong verdict fails the test."""
+    marker = item.get_closest_marker("leak")
+    outcome = getattr(item, "funcargs", {}).get("leak_result")
+    if marker is not None and isinstance(outcome, RunOutcome):
+        judge(outcome, marker.kwargs.get("expect", "pass"))

@@ -1,0 +1,43 @@
+"""The pytest plugin, exercised in a child pytest run on the engine's fixture scenarios."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HEALTHY = "tests.engine.fixtures.scenarios:HEALTHY"
+LEAKY = "tests.engine.fixtures.scenarios:LEAKY"
+
+TEST_FILE = f"""
+import pytest
+
+@pytest.mark.leak(scenario="{HEALTHY}", budgets=["rss: 50 MB/h"], duration="3s")
+def test_healthy(leak_result):
+    assert leak_result.verdict == "pass"
+
+@pytest.mark.leak(scenario="{LEAKY}", budgets=["kept: <= 100"], duration="4s")
+def test_leaky_fails_with_an_explanation(leak_result):
+    pass
+"""
+
+
+def test_leak_tests_are_skipped_unless_selected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TEST_FILE)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=2)
+
+
+def test_leak_marker_runs_a_worker_and_explains_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.engine.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(TEST_FILE)
+    results = pytester.path / "leak-results"
+    result = pytester.runpytest("--leak", "--leak-results", str(results), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*expected pass, got leak*", "*verdict leak*", "*report:*"])
+    assert list(results.rglob("report.html"))
