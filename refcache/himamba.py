@@ -7,6 +7,9 @@ eviction deletes host leaves taken from the set ``evictable_full_host_leaves``
 and then deletes the childless tombstones above them
 (``_iteratively_delete_tombstone_leaf``). A request resumes from the deepest
 node with a state on either tier: a host state is loaded back with the KV.
+That state side lives in ``refcache.mamba_host`` (``MambaHostTier``), the host
+tier itself in ``refcache.host_backup`` and ``refcache.host_tier``; this module
+keeps the host-leaf candidates and every deletion.
 
 Incident 2 lives here as ``himamba-stale-host-leaf``. ``write_backup`` runs
 inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken,
@@ -23,22 +26,18 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from refcache import mamba
-from refcache.checks import check_links, check_list_members
-from refcache.hiradix import HostTier
-from refcache.keys import RadixKey, child_key, page_aligned
-from refcache.lru import LRUList
+from refcache.checks import check_links
+from refcache.keys import child_key
 from refcache.mamba import MambaRadixCache
+from refcache.mamba_host import MambaHostTier, has_any_state
 from refcache.pools import HostPool, SlotAllocator, StatePool
-from refcache.radix import MatchResult, RadixCache
 
 logger = logging.getLogger(__name__)
-_EMPTY = torch.empty(0, dtype=torch.int64)
 
 
 class TreeNode(mamba.TreeNode):
@@ -55,11 +54,7 @@ class TreeNode(mamba.TreeNode):
         return self.host_value is not None
 
 
-def _has_any_state(node: Any) -> bool:
-    return node.mamba_value is not None or node.mamba_host_value is not None
-
-
-class HiMambaRadixCache(HostTier, MambaRadixCache):
+class HiMambaRadixCache(MambaHostTier):
     node_cls = TreeNode
     stale_regression = "himamba-stale-host-leaf"
 
@@ -94,9 +89,6 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
     def reset(self) -> None:
         super().reset()
         self.evictable_full_host_leaves: set[Any] = set()
-        self.mamba_host_lru_list = LRUList(
-            "host_mamba_prev", "host_mamba_next", "lock_ref", self._clears_pointers()
-        )
 
     @property
     def _stale_regressed(self) -> bool:
@@ -106,83 +98,6 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
         self.cache_controller.tick()
         self.writing_check()
         self.loading_check()
-
-    # ------------------------------------------------------------------ match
-    def match_prefix(self, key: RadixKey) -> MatchResult:
-        """Device match up to the deepest device state; the host hit reaches the
-        deepest node with a state on either tier (loading it restores the state)."""
-        key = key[: page_aligned(len(key), self.page_size)]
-        values, last = self._match_helper(key)
-        device = torch.cat(values) if values else _EMPTY
-        end, _ = self._host_tail(last, key[len(device) :])
-        best = self._deepest(last, lambda n: n.mamba_value is not None)
-        resumable = self._deepest(end, _has_any_state)
-        depth = self._depth(best)
-        host_hit = self._depth(resumable) - depth
-        return MatchResult(device[:depth], best, resumable if host_hit else best, host_hit)
-
-    def _deepest(self, node: Any, ok: Callable[[Any], bool]) -> Any:
-        while node is not self.root_node and not ok(node):
-            node = node.parent
-        return node
-
-    def _depth(self, node: Any) -> int:
-        depth = 0
-        while node is not self.root_node:
-            depth, node = depth + len(node.key), node.parent
-        return depth
-
-    def _needs_load(self, node: Any) -> bool:
-        state_on_host_only = node.mamba_value is None and node.mamba_host_value is not None
-        return bool(node.evicted or state_on_host_only)
-
-    def _worth_loading(self, node: Any, tokens: int) -> bool:
-        return node.mamba_host_value is not None  # without the state the KV is no use
-
-    def _alloc_for_load(
-        self, node: Any, tokens: int
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None] | None:
-        slot = self.alloc_state_slot()
-        if slot is None:
-            return None
-        device = self.alloc_tokens(tokens)
-        if device is None:
-            self.mamba_pool.free(slot)
-            return None
-        return device, (node.mamba_host_value, slot)
-
-    def _commit_load(self, node: Any, state: tuple[torch.Tensor, torch.Tensor] | None) -> None:
-        assert state is not None  # every HiMamba load restores the node's state
-        node.mamba_value = state[1]  # filled by the controller's load; load_back locks it
-        self.mamba_evictable_size_ += 1
-        self.mamba_lru_list.insert_mru(node)
-
-    # ------------------------------------------------------------------ write-through
-    def _lock_for_write(self, node: Any) -> None:
-        self.inc_lock_ref(node)
-        if node.mamba_value is not None:
-            self._write_state_locks.add(node.id)
-
-    def _unlock_after_write(self, node: Any) -> None:
-        if node.id in self._write_state_locks:
-            self._write_state_locks.discard(node.id)
-            self.dec_lock_ref(node)
-        else:
-            # A tombstone revived while its write was in flight holds no state lock.
-            RadixCache.dec_lock_ref(self, node)
-
-    def _backup_state(self, node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if node.mamba_value is None:
-            return None
-        slot = self.mamba_host_pool.alloc(1)
-        if slot is None:
-            self.evict_mamba_host(1)
-            slot = self.mamba_host_pool.alloc(1)
-        if slot is None:
-            return None  # back up the KV alone
-        node.mamba_host_value = slot
-        self.mamba_host_lru_list.insert_mru(node)
-        return node.mamba_value, slot
 
     # ------------------------------------------------------------------ candidates
     def _update_full_host_leaf_status(self, node: Any) -> None:
@@ -196,10 +111,6 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
 
     def _on_unevict(self, node: Any) -> None:
         self.evictable_full_host_leaves.discard(node)
-
-    def _split_extra(self, new: Any, child: Any, split_len: int) -> None:
-        super()._split_extra(new, child, split_len)
-        new.mamba_host_value = None  # a state belongs to the end of its sequence
 
     def _list_insert_split(self, new: Any, child: Any) -> None:
         if not child.evicted:
@@ -230,23 +141,6 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
                 lst.remove_node(node)
         self.stale_host_leaf_cleanups += 1
         logger.warning("skipping stale host-leaf candidate %d: not its parent's child", node.id)
-
-    def _free_device_kv(self, node: Any) -> int:
-        n = len(node.value)
-        self.kv_pool.free(node.value)
-        self.full_evictable_size_ -= n
-        self.full_lru_list.remove_node(node)
-        node.value = None
-        return n
-
-    def _free_device_state(self, node: Any) -> None:
-        if node.mamba_value is not None:
-            self._tombstone_internal_node(node)
-
-    def _free_host_state(self, node: Any) -> None:
-        self.mamba_host_lru_list.remove_node(node)
-        self.mamba_host_pool.free(node.mamba_host_value)
-        node.mamba_host_value = None
 
     # ------------------------------------------------------------------ device eviction
     def evict_full(self, num_tokens: int) -> int:
@@ -317,7 +211,7 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
         return bool(
             node is not self.root_node
             and len(node.children) == 0
-            and not _has_any_state(node)
+            and not has_any_state(node)
             and node.lock_ref == 0
         )
 
@@ -356,24 +250,8 @@ class HiMambaRadixCache(HostTier, MambaRadixCache):
 
     def _sanity_extra(self, outstanding_states: int) -> None:
         nodes = check_links(self)
+        self._check_state_tiers(nodes, outstanding_states)
         root = self.root_node
-        stateful = [n for n in nodes if n is not root and n.mamba_value is not None]
-        check_list_members(self.mamba_lru_list, stateful, "mamba")
-        if any(n.evicted or n.mamba_lock_ref < 0 for n in stateful):
-            raise AssertionError("a host-only node holds a device state, or a state lock < 0")
-        locked = sum(1 for n in stateful if n.mamba_lock_ref > 0)
-        counters = (self.mamba_evictable_size_, self.mamba_protected_size_)
-        if (len(stateful) - locked, locked) != counters:
-            raise AssertionError("mamba evictable/protected counters disagree with the tree")
-        if self.mamba_pool.used_size() != len(stateful) + outstanding_states:
-            raise AssertionError(
-                f"mamba pool: {self.mamba_pool.used_size()} used != {len(stateful)} in tree "
-                f"+ {outstanding_states} in requests"
-            )
-        hosted = [n for n in nodes if n.mamba_host_value is not None]
-        check_list_members(self.mamba_host_lru_list, hosted, "mamba host")
-        if self.mamba_host_pool.used_size() != len(hosted):
-            raise AssertionError("mamba host pool disagrees with the tree's host states")
         leaves = {n.id for n in nodes if n is not root and n.evicted and not n.children}
         if {n.id for n in self.evictable_full_host_leaves} != leaves:
             raise AssertionError("evictable_full_host_leaves is not the set of host-only leaves")

@@ -19,11 +19,12 @@ from typing import Any
 import torch
 
 from refcache.checks import check_links, check_list_members
+from refcache.hybrid import HybridRadixCache
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
 from refcache.pools import SlotAllocator, StatePool
-from refcache.radix import MatchResult, RadixCache
+from refcache.radix import MatchResult
 from refcache.req import Req
 
 
@@ -40,7 +41,7 @@ def _has_state(node: Any) -> bool:
     return node.mamba_value is not None
 
 
-class MambaRadixCache(RadixCache):
+class MambaRadixCache(HybridRadixCache):
     node_cls = TreeNode
     regression = "mamba-lru-unlink"
 
@@ -62,9 +63,6 @@ class MambaRadixCache(RadixCache):
         self.mamba_lru_list = LRUList(
             "mamba_prev", "mamba_next", "mamba_lock_ref", self._clears_pointers()
         )
-
-    def _clears_pointers(self) -> bool:
-        return self.regression not in self.inject
 
     # ------------------------------------------------------------------ match
     def match_prefix(self, key: RadixKey) -> MatchResult:
@@ -127,18 +125,6 @@ class MambaRadixCache(RadixCache):
         evicted = self.evict_full(num_tokens) if num_tokens > 0 else 0
         if mamba_num > 0:
             self.evict_mamba(mamba_num)
-        return evicted
-
-    def evict_full(self, num_tokens: int) -> int:
-        evicted = 0
-        x = self.full_lru_list.leaf_lru_no_lock()
-        while evicted < num_tokens and x is not None:
-            x_next = self.full_lru_list.prev_leaf_no_lock(x)
-            delta, x = self._evict_leaf_node(x)
-            evicted += delta
-            if not x.parent.children:
-                x_next = self.full_lru_list.leaf_lru_no_lock()  # the parent may be LRU now
-            x = x_next
         return evicted
 
     def evict_mamba(self, mamba_num: int) -> int:
@@ -280,6 +266,10 @@ class MambaRadixCache(RadixCache):
         for n in nodes:
             if n is not self.root_node and not n.children and n.mamba_value is None:
                 raise AssertionError(f"leaf {n.id} is a tombstone")
+        self._check_state_counts(stateful, outstanding_states)
+
+    def _check_state_counts(self, stateful: list[Any], outstanding_states: int) -> None:
+        """Counters and pool agree with the nodes holding a device state (and requests)."""
         locked = sum(1 for n in stateful if n.mamba_lock_ref > 0)
         if (len(stateful) - locked, locked) != (
             self.mamba_evictable_size_,

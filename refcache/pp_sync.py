@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -74,6 +74,18 @@ class PPSync:
         """
         while self.work_list and self.work_list[0].is_completed():
             self.work_list.pop(0)
+
+
+class PPSyncLike(Protocol):
+    """What the caches use of ``PPSync`` (tests pass a fake)."""
+
+    work_list: list[Any]
+
+    def sync(self, data: torch.Tensor) -> torch.Tensor: ...
+
+    def drain_async_work(self) -> None: ...
+
+    def reap_completed(self) -> None: ...
 
 
 # ---------------------------------------------------------------------- local pipeline

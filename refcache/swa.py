@@ -1,47 +1,53 @@
 """SWARadixCache: full KV plus sliding-window (SWA) KV per token.
 
 Each cached token has a full KV slot (``value``) and a slot in a separate,
-smaller SWA pool (``swa_value``). SWA layers only read the last
-``sliding_window`` tokens, so SWA eviction may free an internal node's SWA
+smaller SWA pool (``swa_value``). SWA eviction may free an internal node's SWA
 slots and keep its full KV (``swa_tombstone``). Two LRU lists: ``full``
 (``prev``/``next``, ``lock_ref``) and ``swa`` (non-tombstones only,
-``swa_prev``/``swa_next``, ``swa_lock_ref``). A lock takes full refs to the
-root but SWA refs only over the last window; as in SGLang the node where the
-window ends carries a ``swa_uuid``, recorded per lock on the locked node
-(``swa_lock_uuids``) so the unlock stops there even after splits move it.
-
-Requests own the SWA slots of their tokens past the cached prefix
-(``req.aux["swa_indices"]``, see ``own_swa``). Unlike SGLang they keep them
-all while running (no freeing of tokens that slid out of the window).
+``swa_prev``/``swa_next``, ``swa_lock_ref``). The window rules (match, locks,
+insert ownership) live in ``refcache.swa_window``, shared with the Unified
+cache. Unlike SGLang, running requests keep all their SWA slots (no freeing of
+tokens that slid out of the window).
 
 Incident 1 (``swa-lru-unlink``): a tombstoned parent keeps ``swa_prev``
 pointing at its child (children sit just MRU-side of their parent); once the
 child is evicted and the childless tombstone cascade-deleted,
 ``parent.swa_prev -> child`` and ``child.parent -> parent`` form a cycle.
-The helpers below (window match and locks, insert ownership) are shared with
-the Unified cache's SWA component.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from refcache.checks import check_links, check_list_members
+from refcache.hybrid import HybridRadixCache
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
 from refcache.pools import SlotAllocator
-from refcache.radix import MatchResult, RadixCache
+from refcache.radix import MatchResult
 from refcache.req import Req
+from refcache.swa_window import (
+    NodeAction,
+    NodeTest,
+    leaf_segment,
+    lock_window,
+    next_segment,
+    own_swa,
+    release_window_lock,
+    revive_or_free,
+    take_window_lock,
+    unlock_window,
+    window_match,
+)
 
-_swa_uuids = itertools.count(1)
+# The window helpers used to live here: importing them from refcache.swa still works.
+__all__ = ["NodeAction", "NodeTest", "SWARadixCache", "TreeNode", "own_swa", "window_match"]
+__all__ += ["lock_window", "next_segment", "unlock_window"]
+
 _NONE = torch.empty(0, dtype=torch.int64)
-NodeTest = Callable[[Any], bool]
-NodeAction = Callable[[Any], None]
 
 
 class TreeNode(BaseNode):
@@ -60,74 +66,7 @@ def _holds_swa(node: Any) -> bool:
     return not node.swa_tombstone
 
 
-def own_swa(req: Req) -> torch.Tensor:
-    """SWA slots the request owns: ``[i]`` is the slot of token ``prefix_len + i``."""
-    slots: torch.Tensor = req.aux.get("swa_indices", _NONE)
-    return slots
-
-
-def window_match(
-    root: Any, last: Any, window: int, holds: NodeTest, usable: NodeTest | None = None
-) -> tuple[Any, int]:
-    """The deepest node on the path to ``last`` a match may end at, and its depth.
-
-    Its last ``window`` tokens must all hold SWA KV (``holds``), or its whole
-    path must: past a tombstone a request could not attend over its window.
-    ``usable`` adds a condition of another component (Unified: a Mamba state).
-    """
-    path = []
-    while last is not root:
-        path.append(last)
-        last = last.parent
-    best, best_depth, depth = root, 0, 0
-    since_tombstone: float = float("inf")  # no tombstone yet: any depth is usable
-    for node in reversed(path):
-        depth += len(node.value)
-        since_tombstone = since_tombstone + len(node.value) if holds(node) else 0
-        if since_tombstone >= window and (usable is None or usable(node)):
-            best, best_depth = node, depth
-    return best, best_depth
-
-
-def lock_window(node: Any, root: Any, window: int, lock: NodeAction) -> int | None:
-    """``lock`` the nodes covering the last window; return the uuid where it ends."""
-    covered = 0
-    while node is not root:
-        lock(node)
-        covered += len(node.value)
-        if covered >= window:
-            if node.swa_uuid is None:
-                node.swa_uuid = next(_swa_uuids)
-            uuid: int = node.swa_uuid
-            return uuid
-        node = node.parent
-    return None  # the whole path is shorter than the window: locked to the root
-
-
-def unlock_window(node: Any, root: Any, uuid: int | None, unlock: NodeAction) -> None:
-    """Undo ``lock_window``: stop at the node carrying ``uuid``."""
-    while node is not root:
-        unlock(node)
-        if uuid is not None and node.swa_uuid == uuid:
-            return
-        node = node.parent
-
-
-def next_segment(extra: dict[str, Any], length: int) -> tuple[torch.Tensor | None, bool]:
-    """Step an insert past a node of ``length`` tokens; return the caller's SWA
-    slots for it (None: the tree owned them all already) and whether they cover
-    the whole node (only then may a tombstone be revived with them)."""
-    start: int = extra["offset"]
-    base: int = extra["swa_from"]
-    end = extra["offset"] = start + length
-    if end <= base:
-        return None, False
-    lo = max(start, base)
-    slots: torch.Tensor = extra["swa_owned"][lo - base : end - base].clone()
-    return slots, lo == start
-
-
-class SWARadixCache(RadixCache):
+class SWARadixCache(HybridRadixCache):
     node_cls = TreeNode
     regression = "swa-lru-unlink"
 
@@ -152,9 +91,6 @@ class SWARadixCache(RadixCache):
         self.swa_evictable_size_ = 0
         self.swa_protected_size_ = 0
         self.swa_lru_list = LRUList("swa_prev", "swa_next", "swa_lock_ref", self._clears_pointers())
-
-    def _clears_pointers(self) -> bool:
-        return self.regression not in self.inject
 
     # ------------------------------------------------------------------ match
     def match_prefix(self, key: RadixKey) -> MatchResult:
@@ -206,17 +142,10 @@ class SWARadixCache(RadixCache):
 
     def _on_insert_match(self, node: Any, extra: dict[str, Any]) -> None:
         super()._on_insert_match(node, extra)
-        slots, whole = next_segment(extra, len(node.key))
-        if slots is not None and node.swa_tombstone and whole:
-            self._give_swa(node, slots)  # revive: the window before the new tokens is whole
-        elif slots is not None:
-            self.swa_pool.free(slots)
+        revive_or_free(extra, node, node.swa_tombstone, self._give_swa, self.swa_pool)
 
     def _leaf_extra(self, leaf: Any, extra: dict[str, Any]) -> None:
-        slots, whole = next_segment(extra, len(leaf.key))
-        if slots is None or not whole:
-            raise AssertionError("a new leaf cannot start inside the caller's cached prefix")
-        self._give_swa(leaf, slots)
+        self._give_swa(leaf, leaf_segment(extra, len(leaf.key)))
 
     def _give_swa(self, node: Any, slots: torch.Tensor) -> None:
         node.swa_value, node.swa_tombstone = slots, False
@@ -228,18 +157,6 @@ class SWARadixCache(RadixCache):
         evicted = self.evict_full(num_tokens) if num_tokens > 0 else 0
         if swa_num > 0:
             self.evict_swa(swa_num)
-        return evicted
-
-    def evict_full(self, num_tokens: int) -> int:
-        evicted = 0
-        x = self.full_lru_list.leaf_lru_no_lock()
-        while evicted < num_tokens and x is not None:
-            x_next = self.full_lru_list.prev_leaf_no_lock(x)
-            delta, x = self._evict_leaf_node(x)
-            evicted += delta
-            if not x.parent.children:
-                x_next = self.full_lru_list.leaf_lru_no_lock()  # the parent may be LRU now
-            x = x_next
         return evicted
 
     def evict_swa(self, num_tokens: int) -> int:
@@ -282,15 +199,12 @@ class SWARadixCache(RadixCache):
     # ------------------------------------------------------------------ locks
     def inc_lock_ref(self, node: Any) -> None:
         if node is not self.root_node:
-            uuid = lock_window(node, self.root_node, self.sliding_window, self._swa_lock)
-            node.swa_lock_uuids.append(uuid)
+            take_window_lock(node, self.root_node, self.sliding_window, self._swa_lock)
         super().inc_lock_ref(node)
 
     def dec_lock_ref(self, node: Any) -> None:
         if node is not self.root_node:
-            if not node.swa_lock_uuids:
-                raise AssertionError(f"dec_lock_ref on node {node.id} that holds no lock")
-            unlock_window(node, self.root_node, node.swa_lock_uuids.pop(), self._swa_unlock)
+            release_window_lock(node, self.root_node, self._swa_unlock)
         super().dec_lock_ref(node)
 
     def _swa_lock(self, node: Any) -> None:
@@ -330,14 +244,7 @@ class SWARadixCache(RadixCache):
         return slots is not None
 
     def extend_request(self, req: Req, tokens: list[int]) -> bool:
-        slots = self.alloc_swa(len(tokens))
-        if slots is None:
-            return False
-        if not super().extend_request(req, tokens):
-            self.swa_pool.free(slots)
-            return False
-        req.aux["swa_indices"] = torch.cat((own_swa(req), slots))
-        return True
+        return self._extend_with_swa(req, tokens, self.alloc_swa(len(tokens)), self.swa_pool)
 
     def _insert_req(self, req: Req) -> int:
         """Insert the request's page-aligned tokens, free its duplicate KV; return the length."""
@@ -350,13 +257,7 @@ class SWARadixCache(RadixCache):
 
     def cache_unfinished_req(self, req: Req) -> None:
         length = self._insert_req(req)
-        match = self.match_prefix(req.key(length))
-        if len(match.device_indices) != length:
-            raise AssertionError(f"req {req.rid}: the window before {length} is not intact")
-        self.dec_lock_ref(req.last_node)
-        self.inc_lock_ref(match.last_device_node)
-        req.kv_indices = torch.cat((match.device_indices, req.kv_indices[length:]))
-        req.prefix_len, req.last_node = length, match.last_device_node
+        self._resume_at(req, length, f"the window before {length} is not intact")
 
     def cache_finished_req(self, req: Req) -> None:
         length = self._insert_req(req)
