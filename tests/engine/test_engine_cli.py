@@ -7,7 +7,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import spec
 
 from harness import registry
 from harness.cli import build_parser, main
@@ -16,6 +15,7 @@ from harness.display import ProgressLine, render
 from harness.errors import UsageError
 from harness.runargs import config_from_args, merge_budgets
 from harness.supervisor import Snapshot
+from tests.engine.conftest import spec
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +93,10 @@ def test_run_prints_verdict_reasons_and_folder(
     assert code == 1, out
     assert out.startswith(f"running crashing for 5 s in {tmp_path / 'run'}\n")
     assert "crashing: crashed\n  - the scenario raised: RuntimeError: fixture failure" in out
-    assert out.endswith(f"run folder: {tmp_path / 'run'}\n")
+    assert out.endswith(
+        f"run folder: {tmp_path / 'run'}\nreport: {tmp_path / 'run' / 'report.html'}\n"
+    )
+    assert (tmp_path / "run" / "report.html").exists()
     assert "\r" not in out  # quiet when stdout is not a terminal
 
 

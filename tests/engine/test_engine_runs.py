@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from conftest import ROOT, spec
 
 from harness.config import RunConfig, SamplerIntervals
 from harness.control import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.results import load_run, load_samples
 from harness.rundata import RunData
 from harness.runner import RunOutcome, run
+from tests.engine.conftest import ROOT, spec
 
 FAST = SamplerIntervals(rss_s=0.05, gauges_s=0.2, objects_s=1.0, garbage_s=1.0)
 
