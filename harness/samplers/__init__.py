@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from harness.api import Gauge
 from harness.config import RunConfig
 from harness.samplers.base import Sampler
-from harness.samplers.garbage import GarbageSampler, find_explainer
+from harness.samplers.garbage import GarbageSampler
 from harness.samplers.gauges import GaugesSampler
 from harness.samplers.gc_events import GcEventsSampler
 from harness.samplers.malloc_trim import MallocTrimSampler
@@ -27,7 +27,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
         GcEventsSampler(every.gc_flush_s),
         GaugesSampler(gauges, every.gauges_s),
         ObjectsSampler(every.objects_s),
-        GarbageSampler(every.garbage_s, find_explainer()),
+        GarbageSampler(every.garbage_s),
         MallocTrimSampler(),
         RssSampler(every.rss_s, every.uss_s, background=True),
     ]

@@ -10,12 +10,12 @@ looking like garbage at all (see DESIGN.md, practical notes).
 from __future__ import annotations
 
 import gc
-import importlib
 import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from harness.analysis.cycles import explain_garbage, storage_bytes
 from harness.samplers.base import Clock, Every, Sink, forced_collection
 
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
@@ -23,20 +23,12 @@ EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
 Explainer = Callable[[list[object], int], list[dict[str, Any]]]
 
 
-def find_explainer() -> Explainer | None:
-    """``harness.analysis.cycles``' explainer, when that module is installed."""
-    try:
-        module = importlib.import_module("harness.analysis.cycles")
-    except ImportError:
-        return None
-    found = getattr(module, "explain_garbage", None) or getattr(module, "explain", None)
-    return found if callable(found) else None
-
-
 class GarbageSampler:
     name = "garbage"
 
-    def __init__(self, interval_s: float = 30.0, explainer: Explainer | None = None) -> None:
+    def __init__(
+        self, interval_s: float = 30.0, explainer: Explainer | None = explain_garbage
+    ) -> None:
         self._every = Every(interval_s)
         self._explainer = explainer
         self._sink: Sink | None = None
@@ -110,25 +102,6 @@ def census(objects: list[object]) -> tuple[Counter[str], Counter[str]]:
         counts[name] += 1
         sizes[name] += sys.getsizeof(obj) + storage_bytes(obj, storages)
     return counts, sizes
-
-
-def storage_bytes(obj: object, seen: set[int]) -> int:
-    """A tensor's storage size, duck-typed so this module never imports torch.
-
-    Looked up on the type, not the instance, so a garbage object's own
-    ``__getattr__`` never runs. Views share a storage: count each one once.
-    """
-    if getattr(type(obj), "untyped_storage", None) is None:
-        return 0
-    try:
-        storage = obj.untyped_storage()  # type: ignore[attr-defined]
-        key = int(storage.data_ptr())
-        if key in seen:
-            return 0
-        seen.add(key)
-        return int(storage.nbytes())
-    except Exception:  # meta or otherwise storage-less tensors
-        return 0
 
 
 def top(values: Counter[str], order: Counter[str] | None = None) -> dict[str, int]:
