@@ -8,7 +8,7 @@ that is no longer its parent's child and the scheduler dies on the assertion
 candidates are dropped and counted (gauge ``stale_host_leaf_cleanups``).
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="himamba-stale-leaf",
@@ -22,3 +22,6 @@ SCENARIO = cache_scenario(
     },
     regressions=("himamba-stale-host-leaf",),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

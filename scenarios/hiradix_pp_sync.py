@@ -7,7 +7,7 @@ which on gloo never complete before ``wait()``: ``work_list`` and RSS grow
 without bound, even when idle. Fixed, the list is drained every round.
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 from scenarios.workloads.scheduler import Load
 
 SCENARIO = cache_scenario(
@@ -25,3 +25,6 @@ SCENARIO = cache_scenario(
     load=Load(pattern="idle-gaps"),
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "work_list: <= 4"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

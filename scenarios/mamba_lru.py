@@ -7,7 +7,7 @@ callbacks), detached-but-alive nodes, and RSS when gen-2 is rare (``--gc-mode
 server``).
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="mamba-lru",
@@ -17,3 +17,6 @@ SCENARIO = cache_scenario(
     regressions=("mamba-lru-unlink",),
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

@@ -4,7 +4,7 @@ The control scenario: it measures the harness's own noise floor (RSS slope,
 cyclic garbage) on a cache whose evictions create no reference cycles.
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="radix-steady",
@@ -13,3 +13,6 @@ SCENARIO = cache_scenario(
     cache_options={"kv_size": 8192},
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

@@ -5,7 +5,7 @@ A small SWA pool forces SWA tombstones of internal nodes; with
 tombstone and its child are deleted.
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="swa-lru",
@@ -15,3 +15,6 @@ SCENARIO = cache_scenario(
     regressions=("swa-lru-unlink",),
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

@@ -4,7 +4,7 @@ With ``unified-lru-unlink`` the per-component lists leave ``lru_prev[pt]`` /
 ``lru_next[pt]`` set on removed nodes; tombstoned components close cycles.
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="unified-lru",
@@ -14,3 +14,6 @@ SCENARIO = cache_scenario(
     regressions=("unified-lru-unlink",),
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

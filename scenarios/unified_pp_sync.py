@@ -5,7 +5,7 @@ round: with ``unified-pp-sync-no-drain`` the async sends are reaped
 non-blocking at the end of the round and never complete on gloo.
 """
 
-from scenarios.workloads.common import cache_scenario
+from scenarios.workloads.common import cache_scenario, run_standalone
 from scenarios.workloads.scheduler import Load
 
 SCENARIO = cache_scenario(
@@ -23,3 +23,6 @@ SCENARIO = cache_scenario(
     load=Load(pattern="idle-gaps"),
     budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "work_list: <= 4"),
 )
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -96,3 +97,10 @@ def cache_scenario(
         budgets=budgets,
         **timing,
     )
+
+
+def run_standalone(scenario: Scenario, argv: list[str] | None = None) -> int:
+    """``python scenarios/mamba_lru.py [run options]`` is ``leak-harness run mamba-lru``."""
+    from harness.cli import main
+
+    return main(["run", scenario.name, *(sys.argv[1:] if argv is None else argv)])
