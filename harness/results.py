@@ -114,35 +114,46 @@ def parse_line(text: str, where: str, number: int) -> dict[str, Any]:
 
 
 def load_samples(path: Path) -> RunData:
-    """Read a samples file; a truncated last line becomes a ``truncated`` event."""
+    """Read a samples file; a truncated last line becomes a ``truncated`` event.
+
+    The file is read line by line: a 24-hour run has close to a million lines,
+    and holding its text as well as the parsed samples would double the peak.
+    """
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return read_samples(handle, where)
     except OSError as exc:
         raise UsageError(f"cannot read {where}: {exc.strerror or exc}.") from None
-    lines = text.split("\n")
-    complete, tail = lines[:-1], lines[-1]  # no newline after the last: cut mid-write
-    if not complete and not tail.strip():
+
+
+def read_samples(lines: Iterable[str], where: str) -> RunData:
+    builder: RunDataBuilder | None = None
+    for number, line in enumerate(lines, start=1):
+        if not line.endswith("\n"):  # no newline after the last: cut mid-write
+            if builder is None and line.strip():
+                raise UsageError(f"{where} holds only a truncated header line.")
+            if builder is None:
+                break
+            if line.strip():
+                # Reported in-band, so analysis and reports can say the run was cut.
+                builder.add({"type": "event", "name": "truncated", "t": builder.last_t,
+                             "line": number})
+            break
+        if builder is None:
+            builder = RunDataBuilder(check_header(parse_line(line, where, 1), where))
+        elif line.strip():
+            add_record(builder, parse_line(line, where, number), where, number)
+    if builder is None:
         raise UsageError(f"{where} is empty: the worker wrote no header.")
-    if not complete:
-        raise UsageError(f"{where} holds only a truncated header line.")
-    builder = RunDataBuilder(check_header(parse_line(complete[0], where, 1), where))
-    add_lines(builder, complete[1:], where, first_number=2)
-    if tail.strip():
-        # Reported in-band, so analysis and reports can say the run was cut.
-        truncated = {"type": "event", "name": "truncated", "t": builder.last_t, "line": len(lines)}
-        builder.add(truncated)
     return builder.build()
 
 
-def add_lines(builder: RunDataBuilder, lines: Iterable[str], where: str, first_number: int) -> None:
-    for number, line in enumerate(lines, start=first_number):
-        if line.strip():
-            record = parse_line(line, where, number)
-            try:
-                builder.add(record)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise UsageError(f"{where} line {number} lacks a valid field ({exc}).") from None
+def add_record(builder: RunDataBuilder, record: dict[str, Any], where: str, number: int) -> None:
+    try:
+        builder.add(record)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{where} line {number} lacks a valid field ({exc}).") from None
 
 
 @dataclass(frozen=True)
