@@ -1,4 +1,4 @@
-"""Cyclic garbage per operation, garbage by type, and live-object growth by type.
+"""Garbage by type, live-object growth by type, collections and pauses per minute.
 
 Inputs are the raw records of :class:`harness.rundata.RunData`: gc callback lines
 (``t``, ``gen``, ``count``, ``collected``, ``pause_s``, ``ops``), garbage windows
@@ -6,36 +6,29 @@ Inputs are the raw records of :class:`harness.rundata.RunData`: gc callback line
 (``t``, ``ops``, ``counts``). Operation counts are cumulative; rates are per
 1000 operations (``/kop``), per hour (``/h``) or per minute (``/min``).
 
-Every object the cyclic collector frees was garbage in a reference cycle: a
-cache that unlinks its nodes cleanly makes none (reference counting frees
-them), so objects per operation is the sharpest leak signal there is.
+Cyclic garbage per operation lives in :mod:`harness.analysis.garbage_rate`
+and is re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from harness.rundata import FloatArray, Series
+from harness.analysis.garbage_rate import (
+    Found,
+    Rate,
+    Record,
+    block_rate,
+    cyclic_garbage,
+    garbage_found,
+    garbage_rate,
+)
+from harness.rundata import Series
 
-Record = Mapping[str, Any]
-RATE_BLOCKS = 20  # enough blocks for a t-interval, few enough to hold several gen-2 each
 OTHER = "<other>"  # the samplers' bucket for types beyond their top list
-
-
-@dataclass(frozen=True)
-class Rate:
-    """Objects per 1000 operations, with a 95% interval over time blocks."""
-
-    per_kop: float
-    ci: tuple[float, float] | None  # None with under 3 blocks that saw work
-    objects: float
-    ops: float
 
 
 @dataclass(frozen=True)
@@ -58,71 +51,6 @@ class TypeGrowth:
     delta: int
     per_h: float
     per_kop: float | None
-
-
-def cyclic_garbage(
-    gc_events: Sequence[Record],
-    garbage_windows: Sequence[Record],
-    ops: Series,
-    start_s: float,
-    end_s: float,
-) -> Rate | None:
-    """Objects freed by the cyclic collector per kop, between ``start_s`` and ``end_s``.
-
-    The gc sampler skips the collections the harness forces, so the objects a
-    garbage window found are added back at the window's time: together they are
-    everything the collector saw. The interval treats time blocks as the
-    independent units (a ratio estimator), since gen-2 frees garbage in lumps.
-    """
-    found = garbage_found(gc_events, garbage_windows)
-    if found is None:
-        return None
-    return block_rate(found[0], found[1], ops, start_s, end_s)
-
-
-def garbage_found(
-    gc_events: Sequence[Record], garbage_windows: Sequence[Record]
-) -> tuple[FloatArray, FloatArray] | None:
-    """Times (s) and objects found by the collector, from both record kinds.
-
-    None when neither sampler ran: unknown is not zero.
-    """
-    if not gc_events and not garbage_windows:
-        return None
-    times = [float(e["t"]) for e in gc_events] + [float(w["t"]) for w in garbage_windows]
-    amounts = [float(e.get("collected", 0)) for e in gc_events]
-    amounts += [float(w.get("count", 0)) for w in garbage_windows]
-    return np.asarray(times, dtype=np.float64), np.asarray(amounts, dtype=np.float64)
-
-
-def block_rate(
-    times: FloatArray, amounts: FloatArray, ops: Series, start_s: float, end_s: float
-) -> Rate | None:
-    """Sum of ``amounts`` per 1000 operations of ``ops`` (cumulative), with a block CI."""
-    if len(ops) < 2 or not end_s > start_s:
-        return None
-    edges = np.linspace(start_s, end_s, RATE_BLOCKS + 1)
-    work = np.diff(np.interp(edges, ops.t, ops.v))
-    inside = (times > start_s) & (times <= end_s)
-    block = np.clip(np.searchsorted(edges, times[inside], side="left") - 1, 0, RATE_BLOCKS - 1)
-    found = np.bincount(block, weights=amounts[inside], minlength=RATE_BLOCKS).astype(np.float64)
-    total_ops = float(work.sum())
-    if total_ops <= 0:
-        return None
-    ratio = float(found.sum()) / total_ops
-    return Rate(ratio * 1000.0, _ratio_ci(found, work, ratio), float(found.sum()), total_ops)
-
-
-def _ratio_ci(found: FloatArray, work: FloatArray, ratio: float) -> tuple[float, float] | None:
-    busy = work > 0
-    k = int(np.count_nonzero(busy))
-    if k < 3:
-        return None
-    # Linearised variance of a ratio of sums (Cochran, Sampling Techniques, 6.3).
-    error = found[busy] - ratio * work[busy]
-    se = math.sqrt(float(np.sum(error**2)) / (k * (k - 1))) / float(work[busy].mean())
-    half = float(stats.t.ppf(0.975, df=k - 1)) * se * 1000.0
-    return max(ratio * 1000.0 - half, 0.0), ratio * 1000.0 + half
 
 
 def collections_per_min(
@@ -225,3 +153,10 @@ def _ops_span(windows: Sequence[Record]) -> float:
     """Operations covered by windows: each window holds garbage made since the one before."""
     ops = [float(w.get("ops", 0)) for w in windows]
     return max(ops) - min(ops) if len(ops) >= 2 else 0.0
+
+
+__all__ = [
+    "Found", "Rate", "TypeGrowth", "TypeTotal", "block_rate", "collections_per_min",
+    "cyclic_garbage", "garbage_by_type", "garbage_found", "garbage_rate", "object_growth",
+    "pause_per_min", "type_series",
+]

@@ -86,7 +86,11 @@ def trend_metrics(prefix: str, trend: Trend, unit: str) -> dict[str, Metric]:
 
 
 def level_metric(prefix: str, held: Level, unit: str) -> dict[str, Metric]:
-    note = f"held {format_rate(held.sustained, unit)} for {SUSTAIN}+ samples"
+    note = (
+        f"held {format_rate(held.sustained, unit)} for {SUSTAIN}+ samples"
+        if math.isfinite(held.sustained)
+        else f"fewer than {SUSTAIN} samples"
+    )
     return {f"{prefix}_max": Metric(held.peak, unit, note=note)}
 
 

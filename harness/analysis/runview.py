@@ -8,6 +8,7 @@ the full-length trend several times and must compute it once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -20,11 +21,19 @@ from harness.analysis.metrics import BASIS_WORDS, judged_name
 from harness.analysis.shapes import Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
-from harness.analysis.verdict import Judgement, judge_level, judge_rate, no_data
+from harness.analysis.verdict import Judgement, Resolution, judge_level, judge_rate, no_data
 from harness.rundata import RunData, Series
 
 GARBAGE = "cyclic_garbage"
+END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
 BYTE_SERIES = ("rss", "uss")
+# One-off moves of a healthy worker's RSS that no rate budget is about. In 42
+# runs of 20 s of the fixed scenarios, RSS moved by up to 3.8 MB after the 2 s
+# warm-up (the first objects window alone 0.3-1.8 MB; arena growth and trims
+# ~1.5 MB), and the top of the judged interval times its window reached 4.0 MB;
+# 90 s runs moved 1-2.3 MB in all. 8 MB is twice the largest; see the rule
+# below-resolution in :mod:`harness.analysis.verdict`.
+BYTES_RESOLUTION = 8e6
 WARMUP_NOTE_FRACTION = 0.1  # say so when automatic warm-up hid this much of a window
 
 
@@ -39,10 +48,10 @@ class RunView:
         }
         self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
         self.ops = _ops_series(run)
-        self.end_s = _last_time(run, self.ops)
+        self.end_s = workload_end(run, self.ops)
         self.start_s = warmup_s if warmup_s is not None else _first_time(run)
         self._trends: dict[tuple[str, float], Trend | None] = {}
-        self._garbage = gb.garbage_found(run.gc_events, run.garbage_windows)  # read records once
+        self._garbage = _garbage_until(run, self.end_s)  # read records once
 
     def known(self) -> list[str]:
         return sorted({*BYTE_SERIES, GARBAGE, *self.run.gauges})
@@ -79,8 +88,7 @@ class RunView:
     def garbage(self, end_s: float) -> gb.Rate | None:
         if self._garbage is None:
             return None
-        times, amounts = self._garbage
-        return gb.block_rate(times, amounts, self.ops, self.start_s, min(end_s, self.end_s))
+        return gb.garbage_rate(self._garbage, self.ops, self.start_s, min(end_s, self.end_s))
 
     def ops_per_s(self) -> float | None:
         if len(self.ops) < 2 or not self.end_s > self.start_s:
@@ -108,7 +116,9 @@ class RunView:
             return no_data(name, "too few samples after warm-up to fit a slope."), f"{name}_growth"
         slope = trend.judged
         label = f"{name} {BASIS_WORDS[trend.basis]}"
-        return judge_rate(label, slope.per_h, slope.ci, budget), judged_name(name, trend)
+        resolution = Resolution(BYTES_RESOLUTION, slope.span_s) if name in BYTE_SERIES else None
+        judged = judge_rate(label, slope.per_h, slope.ci, budget, resolution)
+        return judged, judged_name(name, trend)
 
     def shape_details(self) -> dict[str, Any]:
         """Per series: measured window, judged basis and shapes found (JSON-able)."""
@@ -169,6 +179,34 @@ def _ops_series(run: RunData) -> Series:
     t = np.asarray([p[0] for p in points], dtype=np.float64)
     v = np.maximum.accumulate(np.asarray([p[1] for p in points], dtype=np.float64)) if points else t
     return Series(t, v, "ops")
+
+
+def workload_end(run: RunData, ops: Series) -> float:
+    """Seconds at which the workload stopped: the ``loop_end`` (or ``crash``) event.
+
+    After it the worker takes its final garbage and objects windows and the
+    malloc_trim probe, which move RSS by megabytes for the harness's reasons
+    (seen: -1 to -9 MB within 0.5 s of the end of 20 s runs); a drop like that
+    in the last samples turns a steady climb into a "sawtooth" and, on a short
+    run, puts the interval's lower bound far below zero. Runs recorded without
+    either event end at their last sample.
+    """
+    last = _last_time(run, ops)
+    stops = [float(e["t"]) for e in run.events if e.get("name") in END_EVENTS]
+    return min([last, *stops])
+
+
+def _garbage_until(run: RunData, end_s: float) -> gb.Found | None:
+    """Garbage found, with records taken after the workload stopped moved back to its end.
+
+    The final gc flush and garbage window hold garbage the workload made before it
+    stopped (nothing runs after ``loop_end`` but the samplers, whose own
+    collections are not counted), so they count, at the end of the window.
+    """
+    found = gb.garbage_found(run.gc_events, run.garbage_windows)
+    if found is None:
+        return None
+    return dataclasses.replace(found, t=np.minimum(found.t, end_s))
 
 
 def _first_time(run: RunData) -> float:

@@ -173,11 +173,14 @@ def level(v: FloatArray) -> Level:
 
     A single spike is what a sampler sees when it reads mid-operation; a level
     budget is about where the gauge settles, so it is judged on the sustained one.
+    With fewer than ``SUSTAIN`` samples nothing was held that long: the sustained
+    value is NaN (a run stopped early, or the first prefixes time to detect tries,
+    must not read two samples as "held for 3").
     """
     if v.size == 0:
         return Level(float("nan"), float("nan"))
     if v.size < SUSTAIN:
-        return Level(float(v.max()), float(v.min()))
+        return Level(float(v.max()), float("nan"))
     held = v[: v.size - SUSTAIN + 1].copy()
     for shift in range(1, SUSTAIN):
         np.minimum(held, v[shift : v.size - SUSTAIN + 1 + shift], out=held)

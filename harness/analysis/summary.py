@@ -68,7 +68,9 @@ def summarize(
     """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
 
     ``warmup_s``: seconds since start before which nothing is measured; None
-    takes the run's ``warmup_end`` event (or 0). Automatic detection may cut a
+    takes the run's ``warmup_end`` event (or 0). The window ends where the
+    workload stopped (the ``loop_end`` or ``crash`` event, see
+    :func:`harness.analysis.runview.workload_end`). Automatic detection may cut a
     further transient per series, never more than half of what remains.
     ``outcome``: the runner's process verdict (``crashed``, ``hung``,
     ``ceiling``, ``error``), which overrides; the partial data is still

@@ -94,13 +94,16 @@ def growth(
     """Analyse ``v`` (any unit) over ``t`` (seconds); None if under ``MIN_SAMPLES`` remain.
 
     ``warmup_s`` is a lower bound: samples before it are dropped, then (with
-    ``auto_warmup``) a remaining transient is cut too, at most half of what is left.
+    ``auto_warmup``) a remaining transient is cut too, at most half of what is
+    left and never below ``MIN_SAMPLES``.
     """
     t, v = clean(t, v)
     if warmup_s is not None:
         t, v = t[t >= warmup_s], v[t >= warmup_s]
     if auto_warmup and t.size >= MIN_SAMPLES:
-        start = warmup_end(t, v)
+        # Never cut a window into one too short to judge: 3 s runs with a 2 s
+        # warm-up had 10 samples, the cut took 5, and RSS went unjudged.
+        start = min(warmup_end(t, v), float(t[-MIN_SAMPLES]))
         t, v = t[t >= start], v[t >= start]
     if t.size < MIN_SAMPLES:
         return None

@@ -12,6 +12,7 @@ from harness.rundata import FloatArray, RunData, Series
 
 HOUR = 3600.0
 MB = 1e6
+PAGE = 4096.0  # RSS is counted in pages
 
 
 def times(duration_s: float, hz: float) -> FloatArray:
@@ -31,6 +32,18 @@ def linear(t: FloatArray, per_h: float, base: float = 1e9) -> FloatArray:
     return base + per_h / HOUR * t
 
 
+def pages(v: FloatArray) -> FloatArray:
+    """``v`` rounded down to whole pages, as /proc reports RSS."""
+    return np.floor(v / PAGE) * PAGE
+
+
+def settling(t: FloatArray, quick: float, slow: float, slow_tau_s: float) -> FloatArray:
+    """A worker's start: ``quick`` bytes within about a second, then ``slow`` more that
+    level off with time constant ``slow_tau_s`` (histories and caches filling up)."""
+    rise: FloatArray = quick * (1 - np.exp(-t / 0.5)) + slow * (1 - np.exp(-t / slow_tau_s))
+    return rise
+
+
 def sawtooth(t: FloatArray, period_s: float, height: float) -> FloatArray:
     """Rises by ``height`` over each period, then drops back (a collection)."""
     return height * ((t % period_s) / period_s)
@@ -45,6 +58,7 @@ def run_data(
     garbage_windows: list[dict[str, Any]] | None = None,
     object_windows: list[dict[str, Any]] | None = None,
     warmup_end_s: float | None = None,
+    loop_end_s: float | None = None,
 ) -> RunData:
     """A RunData as the loader would build it; ops counted at the rss sample times."""
     run = RunData(header={"type": "header", "schema": "leak-harness/samples", "version": 1})
@@ -59,6 +73,8 @@ def run_data(
     run.object_windows = object_windows or []
     if warmup_end_s is not None:
         run.events.append({"type": "event", "name": "warmup_end", "t": warmup_end_s})
+    if loop_end_s is not None:
+        run.events.append({"type": "event", "name": "loop_end", "t": loop_end_s})
     return run
 
 

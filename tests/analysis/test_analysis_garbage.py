@@ -122,3 +122,49 @@ def test_object_growth_ranks_types_by_growth() -> None:
     assert rows[0].per_h == pytest.approx(2000.0)
     assert rows[0].per_kop == pytest.approx(1000 / 180)
     assert object_growth(windows, start_s=1000.0) == []
+
+
+def test_young_collections_tighten_the_lower_bound() -> None:
+    """Broken-LRU shape: 20% of the garbage freed by young collections every
+    second, the rest by two gen-2 lumps in 15 s. Blocks alone cannot exclude 0
+    (seen: 1070 /kop, 95% CI 0 to 2400); the young part alone can."""
+    events = [e for e in gc_lines(17, per_op=1.0, ops_per_s=OPS_PER_S, gen2_every_s=7)
+              if e["t"] > 2.0]
+    lumpy = block_rate(*_arrays(events), ops_series(17), 2.0, 17.0)
+    assert lumpy is not None and lumpy.ci is not None and lumpy.ci[0] < 50.0
+    rate = cyclic_garbage(events, [], ops_series(17), 2.0, 17.0)
+    assert rate is not None and rate.ci is not None
+    assert rate.per_kop == pytest.approx(lumpy.per_kop)
+    assert 150.0 < rate.ci[0] <= 200.0  # the young 20%: 200 /kop, exactly, every second
+    assert rate.ci[1] >= lumpy.ci[1]  # the upper side is the blocks' (at 97.5%)
+
+
+def test_young_lower_bound_is_honest_under_noise() -> None:
+    """Young garbage varying from second to second (Poisson): its lower bound
+    stays under the true young rate in >= 97% of runs."""
+    true_young = 50.0  # /kop
+    below = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        ops = rng.poisson(OPS_PER_S, 15).astype(float)
+        t = np.arange(1.0, 16.0)
+        collected = rng.poisson(true_young / 1000.0 * ops)
+        events = [{"t": float(s), "gen": 0, "count": 10, "collected": float(c)}
+                  for s, c in zip(t, collected, strict=True)]
+        cumulative = Series(np.concatenate(([0.0], t)), np.concatenate(([0.0], np.cumsum(ops))))
+        rate = cyclic_garbage(events, [], cumulative, 0.0, 15.0)
+        assert rate is not None and rate.ci is not None
+        below += rate.ci[0] <= true_young
+    assert below >= 194
+
+
+def test_fixed_code_stays_exactly_zero_with_young_lines() -> None:
+    events = [{"t": float(s), "gen": g, "count": 5, "collected": 0} for s in range(1, 16)
+              for g in (0, 1)]
+    rate = cyclic_garbage(events, [], ops_series(15), 2.0, 15.0)
+    assert rate is not None and (rate.per_kop, rate.ci) == (0.0, (0.0, 0.0))
+
+
+def _arrays(events: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([float(e["t"]) for e in events]),
+            np.array([float(e["collected"]) for e in events]))
