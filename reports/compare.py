@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analysis.runview import workload_end
 from harness.control import SAMPLES_FILE
 from harness.errors import UsageError
 from harness.results import Summary, load_samples, load_summary
@@ -69,7 +70,7 @@ def load_side(letter: str, rundir: Path) -> Side:
         run = None  # the summary still has a verdict and maybe a growth
     growth = judged_growth(summary)
     if growth is None and run is not None and len(run.rss):
-        fit = fit_line(run.rss, run.warmup_end_s)
+        fit = fit_line(run.rss, run.warmup_end_s, workload_end(run, run.ops))
         growth = Growth("rss_growth", fit.per_h, fit.ci, "B/h") if fit else None
     label = f"{letter}: {summary.scenario} · {column(summary)}"
     return Side(label, rundir, summary, run, growth)

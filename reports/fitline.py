@@ -57,9 +57,16 @@ class FitLine:
         return t, np.minimum(low, high), np.maximum(low, high)
 
 
-def fit_line(series: Series, warmup_s: float | None) -> FitLine | None:
-    """The judged growth line of ``series``, or None when too short to fit."""
+def fit_line(
+    series: Series, warmup_s: float | None, end_s: float | None = None
+) -> FitLine | None:
+    """The judged growth line of ``series``, or None when too short to fit.
+
+    ``end_s`` is where the workload stopped (``runview.workload_end``): the
+    analysis judges nothing after it, so neither does the drawn line."""
     t, v = clean(series.t, series.v)
+    if end_s is not None:
+        t, v = t[t <= end_s], v[t <= end_s]
     trend = growth(t, v, warmup_s)
     if trend is None:
         return None

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.garbage import TypeTotal, garbage_by_type
+from harness.analysis.runview import workload_end
 from harness.results import Summary
 from harness.rundata import RunData
 from reports.fitline import FitLine, fit_line
@@ -76,7 +77,7 @@ def build_run_model(
         return model
     model.warmup_s = warmup_of(run)
     if len(run.rss):
-        model.rss_fit = fit_line(run.rss, model.warmup_s)
+        model.rss_fit = fit_line(run.rss, model.warmup_s, workload_end(run, run.ops))
     model.cycles = cycle_rows(run.garbage_windows)
     model.cycle_errors = sorted({str(w["cycles_error"]) for w in run.garbage_windows
                                  if w.get("cycles_error")})
