@@ -137,11 +137,8 @@ def run_cell(
     cell: Cell, options: CheckOptions, observer: Observer | None = None, cancel: Event | None = None
 ) -> CellResult:
     config = cell_config(cell, options)
-    certain = None if cell.inject is None else stop_when_certain(config)
-
-    def stop(data: RunData) -> bool:
-        # Ctrl-C reaches only the main thread; the other runs see it through ``cancel``.
-        return bool(cancel is not None and cancel.is_set()) or bool(certain and certain(data))
+    # Fixed cells pass no predicate, so the parent keeps no samples in memory for them.
+    stop = None if cell.inject is None else stop_when_certain(config)
 
     def progress(snap: Snapshot) -> None:
         if observer is not None:
@@ -149,7 +146,8 @@ def run_cell(
 
     if observer is not None:
         observer.started(cell)
-    result = CellResult(cell, run(config, stop_when=stop, on_progress=progress))
+    # Ctrl-C reaches only the main thread; runs on other threads see it through ``cancel``.
+    result = CellResult(cell, run(config, stop_when=stop, on_progress=progress, cancel=cancel))
     if observer is not None:
         observer.landed(result)
     return result

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Event
 from typing import Any
 
 from harness.analysis.summary import Analysis, summarize
@@ -54,20 +55,22 @@ def run(
     config: RunConfig,
     stop_when: Callable[[RunData], bool] | None = None,
     on_progress: Callable[[Snapshot], None] | None = None,
+    cancel: Event | None = None,
 ) -> RunOutcome:
     """Run one scenario in a worker process and return its analysed outcome.
 
     ``stop_when`` is called about once a second with the samples so far; when
     it returns True the worker is asked to stop cleanly (a later ``check`` stops
     as soon as its verdict is certain). ``on_progress`` gets a ``Snapshot``
-    twice a second for a live display.
+    twice a second for a live display. Setting ``cancel`` stops the run as
+    Ctrl-C does (for runs on other threads, which never see the signal).
     """
     prepare_rundir(config)
     process = spawn_worker(config)
     tree = ProcessTree(process.pid)
     try:
         ceiling = config.rss_ceiling or default_ceiling()
-        supervisor = Supervisor(config, process, tree, ceiling, stop_when, on_progress)
+        supervisor = Supervisor(config, process, tree, ceiling, stop_when, on_progress, cancel)
         ending = supervisor.watch()
     finally:
         tree.kill_all()  # peers included, whatever happened above

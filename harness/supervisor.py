@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from threading import Event
 
 from harness.config import RunConfig
 from harness.control import (
@@ -64,12 +65,14 @@ class Supervisor:
         ceiling: int,
         stop_when: Callable[[RunData], bool] | None = None,
         on_progress: Callable[[Snapshot], None] | None = None,
+        cancel: Event | None = None,
     ) -> None:
         self.config = config
+        self.cancel = cancel
         self.process = process
         self.tree = tree
         self.watchdog = Watchdog(config, self.tree, ceiling)
-        self.tail = SampleTail(config.path / SAMPLES_FILE)
+        self.tail = SampleTail(config.path / SAMPLES_FILE, keep_all=stop_when is not None)
         self.stop_when = stop_when
         self.on_progress = on_progress
         self.notes: list[str] = []  # what went wrong on our side, said in the summary
@@ -98,6 +101,8 @@ class Supervisor:
         breach = self.watchdog.check() or self._stop_overdue()
         if breach is not None:
             return self._kill(breach)
+        if self.cancel is not None and self.cancel.is_set():
+            self._request_stop("interrupted")  # Ctrl-C seen by another thread (check -j N)
         self._follow()
         return None
 

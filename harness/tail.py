@@ -15,8 +15,13 @@ from harness.rundata import RunData
 
 
 class SampleTail:
-    def __init__(self, path: Path) -> None:
+    """``keep_all=False`` keeps only the newest record of each type: enough for the
+    progress line, and the parent's memory then stays flat however long the run
+    (a 24-hour file is close to a million lines). ``stop_when`` needs them all."""
+
+    def __init__(self, path: Path, keep_all: bool = True) -> None:
         self.path = path
+        self.keep_all = keep_all
         self._offset = 0
         self._partial = b""
         self._line_number = 0
@@ -55,5 +60,6 @@ class SampleTail:
         if self.builder is None:
             self.builder = RunDataBuilder(check_header(record, str(self.path)))
             return
-        self.builder.add(record)
+        if self.keep_all:
+            self.builder.add(record)
         self.latest[str(record["type"])] = record
