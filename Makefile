@@ -39,10 +39,14 @@ nightly-merge: install ## merge nightly shards into one index, append history, d
 		--history $(RESULTS)/history.sqlite
 	$(VENV)/bin/leak-harness history --db $(RESULTS)/history.sqlite --plots $(RESULTS)/nightly/trends
 
-bench: install ## print measured numbers: cache throughput, analysis and report scale
+bench: install ## print measured numbers and regenerate docs/benchmarks.md (~20 min; BENCH_FULL=1: full size)
 	$(PY) bench/cache_throughput.py
 	$(PY) bench/analysis_scale.py
 	$(PY) bench/report_scale.py
+	$(PY) bench/harness_memory.py
+	$(PY) bench/sampler_overhead.py
+	$(PY) bench/time_to_detect.py
+	$(PY) bench/accuracy.py
 
 lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check .

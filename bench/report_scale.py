@@ -25,6 +25,8 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.record import Record
+
 TARGET_S = 30.0
 TARGET_BYTES = 2**30
 HZ = 10
@@ -98,7 +100,9 @@ def build(rundir: Path, hours: float) -> None:
 
 
 def measure(rundir: Path) -> None:
-    """The timed part, run in a fresh process: load, analyse, write summary and report."""
+    """The timed part, run in a fresh process: load, analyse, write summary and report.
+
+    Its figures go to ``measure.json`` in the run folder, for the parent to record."""
     from harness.analysis.summary import summarize
     from harness.results import Summary, load_samples, write_summary
     from reports.run_report import write_run_report
@@ -118,24 +122,26 @@ def measure(rundir: Path) -> None:
     write_summary(rundir, summary)
     write_run_report(rundir, run=run, summary=summary)
     done = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    print(f"samples: {len(run.rss):,} rss, {sum(len(g) for g in run.gauges.values()):,} gauge, "
-          f"{len(run.gc_events):,} gc lines; verdict {analysis.verdict}")
-    print(f"load {loaded - start:.1f} s, analysis {analysed - loaded:.1f} s, "
-          f"report {done - analysed:.1f} s")
-    verdict(done - start, peak)
+    figures = {
+        "rss_samples": len(run.rss), "gauge_samples": sum(len(g) for g in run.gauges.values()),
+        "gc_lines": len(run.gc_events), "verdict": analysis.verdict,
+        "load_s": loaded - start, "analysis_s": analysed - loaded, "report_s": done - analysed,
+        "wall_s": done - start,
+        "peak_b": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+    }
+    (rundir / "measure.json").write_text(json.dumps(figures))
 
 
-def verdict(wall_s: float, peak: int) -> None:
-    print(f"wall time {wall_s:.1f} s (target {TARGET_S:.0f} s), "
-          f"peak RSS {peak / 2**20:.0f} MiB (target {TARGET_BYTES / 2**20:.0f} MiB)")
-    if wall_s > TARGET_S:
-        print(f"MISSED: {wall_s - TARGET_S:.1f} s over the time target ({wall_s / TARGET_S:.2f}x)")
-    if peak > TARGET_BYTES:
-        over = (peak - TARGET_BYTES) / 2**20
-        print(f"MISSED: {over:.0f} MiB over the memory target ({peak / TARGET_BYTES:.2f}x)")
-    if wall_s <= TARGET_S and peak <= TARGET_BYTES:
-        print("both targets met")
+def verdict(rec: Record, f: dict[str, Any]) -> None:
+    wall_s, peak = f["wall_s"], f["peak_b"]
+    rec.say(f"samples: {f['rss_samples']:,} rss, {f['gauge_samples']:,} gauge, "
+            f"{f['gc_lines']:,} gc lines; verdict {f['verdict']}")
+    rec.say(f"load {f['load_s']:.1f} s, analysis {f['analysis_s']:.1f} s, "
+            f"report {f['report_s']:.1f} s")
+    rec.target("load + analyse + report a 24 h file under 30 s", wall_s <= TARGET_S,
+               f"{wall_s:.1f} s", why=f"{wall_s - TARGET_S:.1f} s over ({wall_s / TARGET_S:.2f}x)")
+    rec.target("... and under 1 GiB peak RSS", peak <= TARGET_BYTES, f"{peak / 2**20:.0f} MiB",
+               why=f"{(peak - TARGET_BYTES) / 2**20:.0f} MiB over ({peak / TARGET_BYTES:.2f}x)")
 
 
 def main() -> int:
@@ -147,17 +153,23 @@ def main() -> int:
     if args.measure:
         measure(args.measure)
         return 0
+    rec = Record("report_scale", "Reports at scale", {"hours": args.hours, "hz": HZ})
     rundir = Path(tempfile.mkdtemp(prefix="report-scale-"))
     try:
         began = time.perf_counter()
         build(rundir, args.hours)
         size = (rundir / "samples.jsonl").stat().st_size
-        print(f"built {args.hours:g} h at {HZ} Hz: {size / 1e6:.0f} MB of samples "
-              f"in {time.perf_counter() - began:.1f} s (not timed below)")
+        rec.say(f"built {args.hours:g} h at {HZ} Hz: {size / 1e6:.0f} MB of samples "
+                f"in {time.perf_counter() - began:.1f} s (not timed below)")
         child = subprocess.run([sys.executable, __file__, "--measure", str(rundir)], check=False)
+        if child.returncode != 0:
+            return child.returncode
+        rec.figures = json.loads((rundir / "measure.json").read_text())
+        verdict(rec, rec.figures)
         if args.keep:
-            print(f"run folder kept: {rundir}")
-        return child.returncode
+            rec.say(f"run folder kept: {rundir}")
+        rec.publish()
+        return 0
     finally:
         if not args.keep:
             shutil.rmtree(rundir, ignore_errors=True)
