@@ -30,7 +30,7 @@ from harness.samplers.base import Clock, Sink
 from harness.stream import SampleWriter
 
 CONTINUOUS = ("rss", "gc", "gauges")
-RSS_THREAD = "rss-sampler"
+RSS_THREAD = "rss-guard"
 TRACE_BLOCK_S = 1.0
 
 

@@ -29,7 +29,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),
         MallocTrimSampler(),
-        RssSampler(every.rss_s, every.uss_s, background=True),
+        RssSampler(every.rss_s, every.uss_s),
     ]
     return [s for s in made if s.name in config.samplers]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def test_objects_sampler_reports_growth_between_windows() -> None:
 
 def test_rss_sampler_reads_uss_at_its_own_lower_rate() -> None:
     clock, sink = FakeClock(), Recorder()
-    sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, background=False)
+    sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, guard_s=None)
     sampler.start(sink, clock)
     for i in range(1, 21):
         clock.now = i * 0.1
@@ -164,6 +165,49 @@ def test_rss_sampler_reads_uss_at_its_own_lower_rate() -> None:
     with_uss = [r for r in lines if r["uss"] is not None]
     assert len(lines) == 22 and 2 <= len(with_uss) <= 4
     assert all(r["rss"] > 0 for r in lines) and lines[-2]["ops"] == 20
+
+
+def test_rss_sampler_reads_uss_less_often_when_it_is_costly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 20 ms USS read (a process of many GB) is spaced to keep within 0.2% of wall time."""
+    clock, sink = FakeClock(), Recorder()
+    sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, guard_s=None)
+    real = sampler._process.memory_full_info
+
+    def slow() -> Any:
+        time.sleep(0.02)
+        return real()
+
+    monkeypatch.setattr(sampler._process, "memory_full_info", slow)
+    sampler.start(sink, clock)
+    for i in range(1, 201):  # 20 s on the fake clock
+        clock.now = i * 0.1
+        sampler.poll(clock.now, ops=i)
+    with_uss = [r["t"] for r in sink.of("rss") if r["uss"] is not None]
+    assert 2 <= len(with_uss) <= 3  # every >= 10 s instead of every 1 s
+    assert all(b - a >= 10.0 - 1e-6 for a, b in zip(with_uss, with_uss[1:]))
+
+
+def test_rss_guard_samples_only_while_the_loop_is_stuck() -> None:
+    """Polled on time, the guard stays quiet; when the loop stops polling it samples."""
+    clock, sink = FakeClock(), Recorder()
+    sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, guard_s=0.01)
+    sampler.start(sink, clock)
+    try:
+        for i in range(1, 11):  # the loop polls on time; the guard sees fresh samples
+            clock.now = i * 0.1
+            sampler.poll(clock.now, ops=i)
+            time.sleep(0.02)
+        assert len(sink.of("rss")) == 11
+        clock.now = 5.0  # a step that never returns: the loop stops polling
+        deadline = time.monotonic() + 5.0
+        while len(sink.of("rss")) < 12 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        sampler.stop()
+    stuck = [r for r in sink.of("rss") if r["t"] == 5.0]
+    assert len(stuck) >= 2 and stuck[0]["ops"] == 10  # the guard's sample(s), then stop's
 
 
 def test_malloc_trim_probe_reports_rss_around_the_trim() -> None:
@@ -183,7 +227,7 @@ def all_samplers() -> list[Sampler]:
         ObjectsSampler(15.0),
         GarbageSampler(30.0),
         MallocTrimSampler(),
-        RssSampler(0.1, 1.0, background=False),
+        RssSampler(0.1, 1.0, guard_s=None),
     ]
 
 
