@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default=",".join(RATES) if full else
                         "LEAK_20MB,LEAK_200MB,LEAK_2GB", help="leaky workloads ('' to skip)")
     parser.add_argument("--duration", type=float, default=120.0 if full else 60.0)
-    parser.add_argument("--seeds", type=int, default=10 if full else 1,
+    parser.add_argument("--seeds", type=int, default=10,
                         help="seeds per fixed scenario (0 to skip false alarms)")
     parser.add_argument("--scenarios", default="", help="fixed scenarios (default: all)")
     args = parser.parse_args(argv)

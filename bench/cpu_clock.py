@@ -1,13 +1,13 @@
 """Any registered scenario, wrapped to log the worker's CPU time against its op count.
 
 ``RunConfig(scenario="bench.cpu_clock:mamba_lru")`` runs ``mamba-lru`` unchanged,
-except that every step appends ``(ops so far, process CPU seconds)`` to a list
-that ``close()`` writes to ``<rundir>/cpu_clock.json``. The overhead benchmark
-reads it to turn the run's ``warmup_end`` and ``loop_end`` op counts into CPU
-seconds: ops per CPU second of the worker (all its threads, the RSS sampler's
-included) is what sampling costs, whatever other jobs on a shared machine do
-to wall time. One ``process_time()`` call per step costs the same with and
-without samplers.
+except that every step appends ``(ops so far, process CPU seconds, wall
+seconds)`` to a list that ``close()`` writes to ``<rundir>/cpu_clock.json``.
+The overhead benchmark reads it to turn an op range into CPU and wall seconds:
+ops per CPU second of the worker (all its threads, the RSS guard's included) is
+what sampling costs, whatever other jobs on a shared machine do to wall time.
+One ``process_time()`` and one ``perf_counter()`` call per step cost the same
+with and without samplers.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ class CpuClocked:
     def __init__(self, inner: Workload, ctx: RunContext) -> None:
         self.inner, self.ctx = inner, ctx
         self.ops = 0
-        self.log: list[tuple[int, float]] = [(0, time.process_time())]
+        self.log: list[tuple[int, float, float]] = [(0, time.process_time(), time.perf_counter())]
 
     def step(self) -> int:
         done = self.inner.step()
         self.ops += done
-        self.log.append((self.ops, time.process_time()))
+        self.log.append((self.ops, time.process_time(), time.perf_counter()))
         return done
 
     def gauges(self) -> Mapping[str, Gauge]:

@@ -2,10 +2,14 @@
 
 1. Through real workers: for each scenario, ``--pairs`` pairs of short runs, one
    with the default samplers and one with ``samplers=()``, interleaved A B B A
-   so drift cancels; ops are counted between ``warmup_end`` and ``loop_end``,
-   per wall second and per CPU second of the worker (the scenario runs wrapped
-   by ``bench/cpu_clock.py``, which logs CPU time against ops). The cost is
-   ``1 - default/none`` per pair: median, min and max. On a shared machine
+   so drift cancels. Both runs of a pair use one seed and run the same number
+   of ops (what a calibration run without samplers did in ``--duration``
+   seconds), and are measured over the same op range (from the op count that
+   run reached at ``--warmup``): they do the very same work, so the workload's
+   own changes of pace (eviction phases, bursts) cancel, which a fixed
+   duration does not. Ops per wall second and per CPU second of the worker
+   come from ``bench/cpu_clock.py``, which logs both clocks against ops. The
+   cost is ``1 - default/none`` per pair: median, min and max. On a shared machine
    wall time also measures the other jobs, so the target is judged on CPU
    time. A run this short sees no garbage (30 s) or objects (15 s) window, so
    their cost at the default interval is added from part 2 (time per call /
@@ -39,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cpu_clock import LOG_FILE
 from bench.overhead_alone import CONTINUOUS, in_process
 from bench.record import Record, importable_here
+from harness.analysis.verdict import PROCESS_VERDICTS
 from harness.config import SAMPLER_NAMES, RunConfig, SamplerIntervals
 from harness.registry import scenario_names
-from harness.results import load_samples
 from harness.runner import run
 from harness.stream import SampleWriter
 
@@ -61,22 +65,48 @@ class Rates:
         return self.wall / self.cpu
 
 
-def worker_rates(scenario: str, samplers: tuple[str, ...], rundir: Path, duration: float,
-                 warmup: float, seed: int) -> Rates:
-    """Ops per wall second and per CPU second of the measured part of one real worker run."""
-    spec = f"bench.cpu_clock:{scenario.replace('-', '_')}"
-    config = RunConfig(scenario=spec, rundir=str(rundir), duration_s=duration, warmup_s=warmup,
-                       seed=seed, samplers=samplers)
+@dataclass(frozen=True)
+class Span:
+    """The op range both runs of a pair are measured over; runs stop at ``last``."""
+
+    first: int
+    last: int
+
+
+def clock_log(scenario: str, config: RunConfig) -> np.ndarray:
+    """One real worker run: its (ops, CPU s, wall s) per step, as columns."""
     outcome = run(config)
-    data = load_samples(rundir / "samples.jsonl")
-    start, end = data.event("warmup_end"), data.event("loop_end")
-    if start is None or end is None or not (rundir / LOG_FILE).exists():
-        raise SystemExit(f"{scenario}: run ended without a loop ({outcome.verdict}: "
+    log = config.path / LOG_FILE
+    if outcome.verdict in PROCESS_VERDICTS or not log.exists():
+        raise SystemExit(f"{scenario}: the run did not finish its loop ({outcome.verdict}: "
                          f"{'; '.join(outcome.reasons)})")
-    ops, cpu = np.array(json.loads((rundir / LOG_FILE).read_text()), dtype=np.float64).T
-    cpu_s = float(np.diff(np.interp([start["ops"], end["ops"]], ops, cpu))[0])
-    done = end["ops"] - start["ops"]
-    return Rates(done / (end["t"] - start["t"]), done / cpu_s)
+    return np.array(json.loads(log.read_text()), dtype=np.float64).T
+
+
+def spec_of(scenario: str) -> str:
+    return f"bench.cpu_clock:{scenario.replace('-', '_')}"
+
+
+def calibrate(scenario: str, duration: float, warmup: float, rundir: Path) -> Span:
+    """The ops a run without samplers does in ``duration`` s, and those done by ``warmup``."""
+    config = RunConfig(scenario=spec_of(scenario), rundir=str(rundir), duration_s=duration,
+                       warmup_s=warmup, samplers=())
+    ops, _, wall = clock_log(scenario, config)
+    first = int(np.interp(wall[0] + warmup, wall, ops))
+    return Span(first, max(int(ops[-1]), first + 1))
+
+
+def worker_rates(scenario: str, samplers: tuple[str, ...], rundir: Path, span: Span,
+                 warmup: float, seed: int) -> Rates:
+    """Ops per wall second and per CPU second over ``span`` of one real worker run."""
+    config = RunConfig(scenario=spec_of(scenario), rundir=str(rundir), duration_s=None,
+                       max_ops=span.last, warmup_s=warmup, seed=seed, samplers=samplers)
+    ops, cpu, wall = clock_log(scenario, config)
+    ends = [span.first, span.last]
+    done = span.last - span.first
+    cpu_s = float(np.diff(np.interp(ends, ops, cpu))[0])
+    wall_s = float(np.diff(np.interp(ends, ops, wall))[0])
+    return Rates(done / wall_s, done / cpu_s)
 
 
 def paired_costs(
@@ -85,12 +115,13 @@ def paired_costs(
     """Per pair of runs (A B then B A): ``1 - default/none`` by wall and by CPU time, the
     worker's cores in use without samplers, and the samplers' CPU ms per wall second."""
     found: dict[str, list[float]] = {"wall": [], "cpu": [], "util": [], "ms_per_s": []}
+    span = calibrate(scenario, duration, warmup, tmp / f"{scenario}-calibrate")
     for i in range(pairs):
         rates: dict[str, Rates] = {}
         for which in (("default", "none") if i % 2 == 0 else ("none", "default")):
             samplers = SAMPLER_NAMES if which == "default" else ()
             rundir = tmp / f"{scenario}-{i}-{which}"
-            rates[which] = worker_rates(scenario, samplers, rundir, duration, warmup, seed=i)
+            rates[which] = worker_rates(scenario, samplers, rundir, span, warmup, seed=i)
         on, off = rates["default"], rates["none"]
         found["wall"].append(1.0 - on.wall / off.wall)
         found["cpu"].append(1.0 - on.cpu / off.cpu)
@@ -106,8 +137,10 @@ def spread(costs: list[float]) -> str:
 def report(rec: Record, pairs: int, duration: float, attribute: float, rounds: int) -> None:
     figs: dict[str, dict[str, Any]] = rec.figures
     rec.say("Cost = 1 - ops/s with / ops/s without; negative is noise. Median (min..max).")
-    rec.say(f"Workers: {pairs} pairs of {duration:g} s runs (A B, B A), measured between "
-            "warmup_end and loop_end, by wall time and by the worker's CPU time. Windows: the "
+    rec.say(f"Workers: {pairs} pairs of runs (A B, B A); both runs of a pair do the same ops "
+            f"(one seed, the op count of a {duration:g} s run without samplers) and are measured "
+            "over the same op range after warm-up, by wall time and by the worker's CPU time. "
+            "Windows: the "
             f"garbage and objects windows' time per call over their default intervals "
             f"({DEFAULTS.garbage_s:g} s, {DEFAULTS.objects_s:g} s), which runs this short never "
             "reach. Total = CPU cost + windows: the machine is shared, so wall time also "
@@ -195,7 +228,7 @@ def pct(x: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     full = os.environ.get("BENCH_FULL") == "1"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=6 if full else 3, help="worker run pairs")
+    parser.add_argument("--pairs", type=int, default=10 if full else 6, help="worker run pairs")
     parser.add_argument("--duration", type=float, default=10.0 if full else 5.0,
                         help="seconds per worker run (warm-up included)")
     parser.add_argument("--warmup", type=float, default=2.0)
