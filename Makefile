@@ -39,7 +39,7 @@ nightly-merge: install ## merge nightly shards into one index, append history, d
 		--history $(RESULTS)/history.sqlite
 	$(VENV)/bin/leak-harness history --db $(RESULTS)/history.sqlite --plots $(RESULTS)/nightly/trends
 
-bench: install ## print measured numbers and regenerate docs/benchmarks.md (~20 min; BENCH_FULL=1: full size)
+bench: install ## print measured numbers and regenerate docs/benchmarks.md (~1 h; BENCH_FULL=1: full size)
 	$(PY) bench/cache_throughput.py
 	$(PY) bench/analysis_scale.py
 	$(PY) bench/report_scale.py
