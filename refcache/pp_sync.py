@@ -97,17 +97,28 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _exit_when_orphaned(parent_pid: int, poll_s: float = 0.2) -> None:
-    """Peer-side watchdog: a peer blocked in recv must still die with its parent."""
+    """Peer-side watchdog: a peer blocked in recv must still die with its parent.
+
+    ``parent_pid`` comes from the parent, not from ``os.getppid()`` here: a
+    parent killed while the peer was still importing torch has already been
+    replaced by init, and the peer would wait out the whole rendezvous timeout.
+    """
     while os.getppid() == parent_pid:
         time.sleep(poll_s)
     os._exit(0)
 
 
 def _peer_main(
-    rank: int, world_size: int, init_method: str, payload_elems: int, lag_s: float, timeout_s: float
+    rank: int,
+    world_size: int,
+    init_method: str,
+    payload_elems: int,
+    lag_s: float,
+    timeout_s: float,
+    parent_pid: int,
 ) -> None:
     """A lagging downstream stage: receive each round (and forward unless last)."""
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     dist.init_process_group(
         "gloo",
         init_method=init_method,
@@ -169,6 +180,20 @@ def _init_method() -> str:
     return f"tcp://{host}:{port}"
 
 
+def spawn_peers(
+    world_size: int, init_method: str, payload_elems: int, lag_s: float, timeout_s: float
+) -> list[BaseProcess]:
+    """Ranks 1..world_size-1 as fresh processes; each dies when this process does."""
+    ctx = multiprocessing.get_context("spawn")
+    peers: list[BaseProcess] = []
+    for rank in range(1, world_size):
+        args = (rank, world_size, init_method, payload_elems, lag_s, timeout_s, os.getpid())
+        proc = ctx.Process(target=_peer_main, args=args, daemon=True, name=f"pp-rank-{rank}")
+        proc.start()
+        peers.append(proc)
+    return peers
+
+
 def start_pipeline(
     world_size: int = 2,
     lag_s: float = 0.05,
@@ -187,13 +212,7 @@ def start_pipeline(
     if dist.is_initialized():
         raise RuntimeError("the default process group is already initialised")
     init_method = _init_method()
-    ctx = multiprocessing.get_context("spawn")
-    peers: list[BaseProcess] = []
-    for rank in range(1, world_size):
-        args = (rank, world_size, init_method, payload_elems, lag_s, timeout_s)
-        proc = ctx.Process(target=_peer_main, args=args, daemon=True, name=f"pp-rank-{rank}")
-        proc.start()
-        peers.append(proc)
+    peers = spawn_peers(world_size, init_method, payload_elems, lag_s, timeout_s)
     pipeline = Pipeline(PPSync(0, world_size), peers, init_method)
     try:
         dist.init_process_group(

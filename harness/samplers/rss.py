@@ -5,7 +5,8 @@ RSS is one read of /proc/<pid>/statm: cheap enough for 10 Hz. USS needs
 process (1 ms with torch imported, 6 ms for a 240 MB scenario worker; a cache
 of many GB would take a large share of a core at 1 Hz). So it is read at a
 lower rate, written as null in between, and the rate adapts to its cost: after
-each read the next waits at least ``USS_BUDGET`` of wall time's worth of it.
+each read the next one waits long enough that USS reads take at most
+``USS_BUDGET`` (0.2%) of wall time.
 
 Samples are taken from the worker's loop (``poll``), on the thread that holds
 the GIL anyway. An earlier version sampled from a thread waking at 10 Hz; each
@@ -14,10 +15,12 @@ retake it), which cost several percent of ops/s in the sampler-overhead
 benchmark. What a sample still costs is mostly cold caches: between two
 samples the workload evicts the code and data of psutil, json and the file
 write, so one sample takes 0.3-1 ms inside a scenario against 30 us in a tight
-loop (about 1% of a core at 10 Hz; ``make bench`` measures it). A guard thread still covers a step that does not return (a long
-torch call, a blocking PP receive): it wakes once per ``guard_s`` (a second), and only
-when the loop has missed its samples does it sample, at the full rate, until
-the loop polls again. Tests drive the sampler from ``poll`` with a fake clock
+loop (about 1% of a core at 10 Hz; ``make bench`` measures it).
+
+A guard thread still covers a step that does not return (a long torch call, a
+blocking PP receive): it wakes once per ``guard_s`` (a second), and only when
+the loop has missed its samples does it sample, at the full rate, until the
+loop polls again. Most tests drive the sampler from ``poll`` with a fake clock
 and no guard.
 """
 

@@ -136,6 +136,15 @@ time.sleep(120)
 """
 
 
+PARENT_EARLY = """
+import time
+from refcache.pp_sync import free_port, spawn_peers
+init = f"tcp://127.0.0.1:{free_port()}"
+print(" ".join(str(p.pid) for p in spawn_peers(2, init, 1, 0.0, 30)), flush=True)
+time.sleep(120)
+"""
+
+
 def _gone(pid: int) -> bool:
     try:
         return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
@@ -144,15 +153,18 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.usefixtures("no_hang")
-def test_peers_exit_when_their_parent_dies() -> None:
+@pytest.mark.parametrize("script", [PARENT, PARENT_EARLY], ids=["in-loop", "still-starting"])
+def test_peers_exit_when_their_parent_dies(script: str) -> None:
+    """Killed in the peers' loop, or while they still import torch (the rendezvous
+    would hold them 30 s): either way they are gone within 10 s."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
     )
     try:
         assert parent.stdout is not None
         peers = [int(pid) for pid in parent.stdout.readline().split()]
-        assert len(peers) == 2
+        assert peers
         parent.send_signal(signal.SIGKILL)  # no close(), no atexit: the peers must notice
         parent.wait(10)
         deadline = time.monotonic() + 10
