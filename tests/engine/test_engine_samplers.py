@@ -8,12 +8,14 @@ import json
 import time
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import objgraph
 import psutil
 import pytest
 
+from harness.samplers import rss as rss_module
 from harness.samplers.base import Every, Sampler, forced_collection
 from harness.samplers.garbage import GarbageSampler, census
 from harness.samplers.gauges import GaugesSampler
@@ -154,8 +156,15 @@ def test_objects_sampler_reports_growth_between_windows() -> None:
     del kept
 
 
-def test_rss_sampler_reads_uss_at_its_own_lower_rate() -> None:
+def uss_read_takes(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Make every USS read measure ``seconds`` (the real one's cost depends on the machine)."""
+    ticks = itertools.count(step=seconds)  # read before and after: they differ by one step
+    monkeypatch.setattr(rss_module, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+
+
+def test_rss_sampler_reads_uss_at_its_own_lower_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     clock, sink = FakeClock(), Recorder()
+    uss_read_takes(monkeypatch, 0.001)
     sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, guard_s=None)
     sampler.start(sink, clock)
     for i in range(1, 21):
@@ -173,14 +182,8 @@ def test_rss_sampler_reads_uss_less_often_when_it_is_costly(
 ) -> None:
     """A 20 ms USS read (a process of many GB) is spaced to keep within 0.2% of wall time."""
     clock, sink = FakeClock(), Recorder()
+    uss_read_takes(monkeypatch, 0.02)
     sampler = RssSampler(interval_s=0.1, uss_interval_s=1.0, guard_s=None)
-    real = sampler._process.memory_full_info
-
-    def slow() -> Any:
-        time.sleep(0.02)
-        return real()
-
-    monkeypatch.setattr(sampler._process, "memory_full_info", slow)
     sampler.start(sink, clock)
     for i in range(1, 201):  # 20 s on the fake clock
         clock.now = i * 0.1
