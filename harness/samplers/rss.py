@@ -35,6 +35,7 @@ from harness.samplers.base import Clock, Every, Sink
 
 USS_BUDGET = 0.002  # the share of wall time USS reads may take (0.2%)
 
+
 class RssSampler:
     name = "rss"
 
