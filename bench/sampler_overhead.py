@@ -145,9 +145,12 @@ def report(rec: Record, pairs: int, duration: float, attribute: float, rounds: i
             "Windows: the "
             f"garbage and objects windows' time per call over their default intervals "
             f"({DEFAULTS.garbage_s:g} s, {DEFAULTS.objects_s:g} s), which runs this short never "
-            "reach. Total = CPU cost + windows: the machine is shared, so wall time also "
-            "measures the other jobs. Cores: CPU per wall second of the worker without "
-            "samplers; sampler ms/s: the samplers' extra CPU per wall second.")
+            "reach. Total = ops/s lost + windows; ops/s lost is judged by CPU time where the "
+            "worker is CPU-bound (the machine is shared, so wall time also measures the other "
+            "jobs) and by wall time where it is lag-bound (cores under "
+            f"{CPU_BOUND:g}: it waits on its PP peer, and sampling runs in that wait). Cores: "
+            "CPU per wall second of the worker without samplers; sampler ms/s: the samplers' "
+            "extra CPU per wall second.")
     rec.table(["scenario", "by wall time", "by CPU time", "windows", "total", "cores",
                "sampler ms/s"],
               [[n, spread(f["pairs"]["wall"]), spread(f["pairs"]["cpu"]), pct(f["windows"]),
@@ -172,41 +175,52 @@ def report(rec: Record, pairs: int, duration: float, attribute: float, rounds: i
 
 
 def judge(rec: Record, figs: dict[str, dict[str, Any]]) -> None:
-    """The target, by three named rules.
+    """The target, by three named rules, on the ops/s each pair lost (``lost``).
 
-    ``pooled``: the median CPU-time cost over every pair of every scenario,
-    plus the mean windows cost, is at most 3%. ``consistent``: no scenario has
-    every one of its pairs above 3% (after its windows). A single scenario's
-    median of a few pairs is within the noise of a shared machine (see the
-    spreads), so one high median alone is not a miss; every pair of a scenario
-    over the line is, like CPython's refleak rule that counts a leak only when
-    every run grew. ``direct``: on every CPU-bound scenario (its worker keeps
-    at least ``CPU_BOUND`` cores busy), the samplers' own CPU measured
-    directly, windows included, is at most 3%: a lower bound with little
-    noise. Lag-bound scenarios (the PP ones wait on their peer) are left out
-    of it: their samplers run in time the loop would spend waiting, so a
-    share of their small CPU is no throughput cost; wall ops/s is, and it is
-    precise for them (see their wall column).
+    ``pooled``: the median cost over every pair of every scenario, plus the
+    mean windows cost, is at most 3%. ``consistent``: no scenario has every one
+    of its pairs above 3% (after its windows). A single scenario's median of a
+    few pairs is within the noise of a shared machine (see the spreads), so one
+    high median alone is not a miss; every pair of a scenario over the line is,
+    like CPython's refleak rule that counts a leak only when every run grew.
+    ``direct``: on every CPU-bound scenario, the samplers' own CPU measured
+    directly, windows included, is at most 3%: a lower bound with little noise.
     """
-    pooled = statistics.median([c for f in figs.values() for c in f["pairs"]["cpu"]])
+    lag_bound = [n for n, f in figs.items() if not cpu_bound(f)]
+    clocks = "by CPU time" + (f" (wall time for lag-bound {', '.join(lag_bound)})"
+                              if lag_bound else "")
+    pooled = statistics.median([c for f in figs.values() for c in lost(f)])
     pooled += statistics.mean(f["windows"] for f in figs.values())
     rec.target("default sampling costs at most 3% of ops/s (pooled over scenarios)",
-               pooled <= TARGET, f"{pct(pooled)} by CPU time, windows included",
+               pooled <= TARGET, f"{pct(pooled)} {clocks}, windows included",
                why=f"{100 * (pooled - TARGET):.1f} points over")
-    over = {n: f["pairs"] for n, f in figs.items()
-            if min(f["pairs"]["cpu"]) + f["windows"] > TARGET}
+    over = {n: lost(f) for n, f in figs.items() if min(lost(f)) + f["windows"] > TARGET}
     rec.target("... and no scenario with every pair above 3%", not over,
-               "; ".join(f"{n} {spread(p['cpu'])}" for n, p in over.items()) or "none",
-               why="every pair of these scenarios cost more than 3% of ops per CPU second. "
-               + " ".join(f"{n}'s worker kept {statistics.median(p['util']):.2f} cores busy "
-                          f"without samplers; wall ops/s moved by {spread(p['wall'])}."
-                          for n, p in over.items()))
+               "; ".join(f"{n} {spread(c)}" for n, c in over.items()) or "none",
+               why="every pair of these scenarios cost more than 3% of their ops/s.")
     judge_direct(rec, figs)
 
 
+def cpu_bound(fig: dict[str, Any]) -> bool:
+    """The worker keeps at least ``CPU_BOUND`` cores busy without samplers."""
+    return bool(statistics.median(fig["pairs"]["util"]) >= CPU_BOUND)
+
+
+def lost(fig: dict[str, Any]) -> list[float]:
+    """Per pair, the share of ops/s sampling cost, by the clock that measures it.
+
+    A CPU-bound worker loses the ops its samplers' CPU would have done: CPU
+    time measures that, and unlike wall time it leaves out the other jobs of a
+    shared machine. A lag-bound worker (the PP ones wait on their peer) runs
+    its samplers in time the loop would spend waiting, so their CPU is no lost
+    ops; its ops/s is set by the peer, and wall time measures it precisely
+    (see the table's two columns).
+    """
+    return list(fig["pairs"]["cpu"] if cpu_bound(fig) else fig["pairs"]["wall"])
+
+
 def judge_direct(rec: Record, figs: dict[str, dict[str, Any]]) -> None:
-    bound = {n: direct_sum(f) for n, f in figs.items()
-             if statistics.median(f["pairs"]["util"]) >= CPU_BOUND}
+    bound = {n: direct_sum(f) for n, f in figs.items() if cpu_bound(f)}
     if not bound:
         return
     worst = max(bound, key=bound.__getitem__)
@@ -253,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
             alone = in_process(name, args.attribute, args.rounds, sink)
             windows = (alone["garbage_call_s"] / DEFAULTS.garbage_s
                        + alone["objects_call_s"] / DEFAULTS.objects_s)
-            rec.figures[name] = {"pairs": pairs, "alone": alone, "windows": windows,
-                                 "total": statistics.median(pairs["cpu"]) + windows}
+            fig: dict[str, Any] = {"pairs": pairs, "alone": alone, "windows": windows}
+            fig["total"] = statistics.median(lost(fig)) + windows
+            rec.figures[name] = fig
             print(f"  {name}: pairs by wall {[pct(c) for c in pairs['wall']]}, by CPU "
                   f"{[pct(c) for c in pairs['cpu']]}", flush=True)
         sink.close()
