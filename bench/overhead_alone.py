@@ -5,7 +5,7 @@ Used by ``bench/sampler_overhead.py`` (part 2). Samplers are built by
 worker builds them, and the loop is ``harness.loop.drive`` writing to a real
 ``SampleWriter``. Each continuous sampler's own CPU is measured directly:
 every call into it goes through a proxy that adds up the calling thread's CPU
-time, and the RSS sampler's thread is read by its CPU clock; that is its share
+time, and the RSS sampler's guard thread is read by its CPU clock; that is its share
 of the loop's CPU with every default sampler on (effects on the workload's
 own speed, such as cache misses, are left to the paired worker runs). The
 windowed ones (garbage, objects) are timed per call. Tracemalloc is compared
@@ -71,7 +71,7 @@ def thread_cpu_s(name: str) -> float:
 def loop(
     workload: Workload, samplers: list[Sampler], seconds: float, sink: Sink
 ) -> tuple[int, float, float]:
-    """Drive the worker's loop for ``seconds``: ops, process CPU s, RSS thread CPU s."""
+    """Drive the worker's loop for ``seconds``: ops, process CPU s, RSS guard thread CPU s."""
     base = time.monotonic()
 
     def clock() -> float:

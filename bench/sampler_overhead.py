@@ -10,8 +10,9 @@
    duration does not. Ops per wall second and per CPU second of the worker
    come from ``bench/cpu_clock.py``, which logs both clocks against ops. The
    cost is ``1 - default/none`` per pair: median, min and max. On a shared machine
-   wall time also measures the other jobs, so the target is judged on CPU
-   time. A run this short sees no garbage (30 s) or objects (15 s) window, so
+   wall time also measures the other jobs, so a CPU-bound worker is judged on
+   CPU time; a lag-bound one (PP, waiting on its peer) on wall time (``lost``).
+   A run this short sees no garbage (30 s) or objects (15 s) window, so
    their cost at the default interval is added from part 2 (time per call /
    interval).
 2. In this process, on one live workload per scenario, driven by the worker's
@@ -142,8 +143,7 @@ def report(rec: Record, pairs: int, duration: float, attribute: float, rounds: i
     rec.say(f"Workers: {pairs} pairs of runs (A B, B A); both runs of a pair do the same ops "
             f"(one seed, the op count of a {duration:g} s run without samplers) and are measured "
             "over the same op range after warm-up, by wall time and by the worker's CPU time. "
-            "Windows: the "
-            f"garbage and objects windows' time per call over their default intervals "
+            "Windows: the garbage and objects windows' time per call over their default intervals "
             f"({DEFAULTS.garbage_s:g} s, {DEFAULTS.objects_s:g} s), which runs this short never "
             "reach. Total = ops/s lost + windows; ops/s lost is judged by CPU time where the "
             "worker is CPU-bound (the machine is shared, so wall time also measures the other "
