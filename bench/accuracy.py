@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.leaky_scenarios import RATES
 from bench.record import Record, importable_here
-from harness.check import Cell, CheckOptions, run_cell
 from harness.config import RunConfig
+from harness.parent.matrix import Cell, CheckOptions, run_cell
+from harness.parent.runner import run
 from harness.registry import load_scenario, scenario_names
-from harness.results import load_samples
-from harness.runner import run
+from harness.runfiles.reader import load_samples
 
 TARGET_ERROR = 0.15
 BUDGET_B_PER_H = 50e6  # the leaky scenarios' budget: 'rss: 50 MB/h'

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable with
 
 from bench.record import Record
 from harness.analysis.summary import summarize
-from harness.rundata import RunData, Series
+from harness.runfiles.rundata import RunData, Series
 
 BUDGETS = [
     "rss: 50 MB/h",

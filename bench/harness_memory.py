@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import report_scale as scale
 from bench.record import Record, importable_here
 from harness.config import RunConfig
-from harness.rundata import RunData
-from harness.runner import conclude, run
-from harness.supervisor import Ending, Snapshot
-from harness.tail import SampleTail
+from harness.parent.runner import conclude, run
+from harness.parent.supervisor import Ending, Snapshot
+from harness.parent.tail import SampleTail
+from harness.runfiles.rundata import RunData
 
 BUDGET_B_PER_H = 50e6
 TARGET_PEAK_B = 2**30

@@ -23,11 +23,11 @@ from pathlib import Path
 from harness.api import RunContext, Workload
 from harness.config import SAMPLER_NAMES, RunConfig
 from harness.control import StopRequest
-from harness.loop import Limits, drive
 from harness.registry import load_scenario
-from harness.samplers import Sampler, build_samplers
-from harness.samplers.base import Clock, Sink
-from harness.stream import SampleWriter
+from harness.runfiles.samples import SampleWriter
+from harness.worker.loop import Limits, drive
+from harness.worker.samplers import Sampler, build_samplers
+from harness.worker.samplers.base import Clock, Sink
 
 CONTINUOUS = ("rss", "gc", "gauges")
 RSS_THREAD = "rss-guard"

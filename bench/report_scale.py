@@ -104,7 +104,8 @@ def measure(rundir: Path) -> None:
 
     Its figures go to ``measure.json`` in the run folder, for the parent to record."""
     from harness.analysis.summary import summarize
-    from harness.results import Summary, load_samples, write_summary
+    from harness.runfiles.reader import load_samples
+    from harness.runfiles.summary import Summary, write_summary
     from reports.run_report import write_run_report
 
     start = time.perf_counter()

@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cpu_clock import LOG_FILE
 from bench.overhead_alone import CONTINUOUS, in_process
 from bench.record import Record, importable_here
-from harness.analysis.verdict import PROCESS_VERDICTS
 from harness.config import SAMPLER_NAMES, RunConfig, SamplerIntervals
+from harness.parent.runner import run
 from harness.registry import scenario_names
-from harness.runner import run
-from harness.stream import SampleWriter
+from harness.runfiles.samples import SampleWriter
+from harness.verdicts import ENDING_VERDICTS
 
 TARGET = 0.03
 CPU_BOUND = 0.9  # cores a worker keeps busy without samplers: CPU-bound, not lag-bound
@@ -78,7 +78,7 @@ def clock_log(scenario: str, config: RunConfig) -> np.ndarray:
     """One real worker run: its (ops, CPU s, wall s) per step, as columns."""
     outcome = run(config)
     log = config.path / LOG_FILE
-    if outcome.verdict in PROCESS_VERDICTS or not log.exists():
+    if outcome.verdict in ENDING_VERDICTS or not log.exists():
         raise SystemExit(f"{scenario}: the run did not finish its loop ({outcome.verdict}: "
                          f"{'; '.join(outcome.reasons)})")
     return np.array(json.loads(log.read_text()), dtype=np.float64).T

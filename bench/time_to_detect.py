@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.record import ROOT, Record
-from harness.check import CheckOptions, plan, run_cell
+from harness.parent.matrix import CheckOptions, plan, run_cell
 from harness.registry import load_scenario, scenario_names
 
 TARGET_DETECT_S = 10.0

@@ -17,14 +17,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
-CONFIG_FILE = "config.json"
-SAMPLES_FILE = "samples.jsonl"
-HEARTBEAT_FILE = "heartbeat"
-STOP_FILE = "stop"
-STACKS_FILE = "stacks.txt"
-TRACEBACK_FILE = "traceback.txt"
-WORKER_LOG = "worker.log"
-SUMMARY_FILE = "summary.json"
+from harness.runfiles.names import HEARTBEAT_FILE, STOP_FILE
+
 PARENT_ENV = "LEAK_HARNESS_PARENT"  # the runner's pid, for die_with_parent
 PR_SET_PDEATHSIG = 1
 

@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 
 from harness.analysis.units import parse_duration
-from harness.check import FAILING
 from harness.config import RunConfig
 from harness.errors import UsageError
+from harness.parent.runner import RunOutcome, run
 from harness.registry import load_scenario
-from harness.runner import RunOutcome, run
+from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.verdicts import FAILING
 
 MARKER_HELP = (
     "leak(scenario, budgets=(), inject=(), duration=None, seed=0, gc_mode=None, expect='pass'): "
@@ -109,17 +110,17 @@ def explain(outcome: RunOutcome) -> str:
     lines = [f"{outcome.summary.scenario}: verdict {outcome.verdict}"]
     lines += [f"  - {reason}" for reason in outcome.reasons]
     lines += [f"  cycle: {c}" for c in _cycles(outcome.rundir)]
-    report = outcome.rundir / "report.html"
+    report = outcome.rundir / REPORT_FILE
     lines.append(f"  report: {report if report.exists() else outcome.rundir}")
     return "\n".join(lines)
 
 
 def _cycles(rundir: Path) -> list[str]:
     """The reference cycles the garbage sampler explained, as ``A.x -> B.y -> (back)``."""
-    from harness.results import load_samples
+    from harness.runfiles.reader import load_samples
 
     try:
-        data = load_samples(rundir / "samples.jsonl")
+        data = load_samples(rundir / SAMPLES_FILE)
     except UsageError:
         return []
     seen: dict[str, None] = {}

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.runview import workload_end
-from harness.control import SAMPLES_FILE
 from harness.errors import UsageError
-from harness.results import Summary, load_samples, load_summary
-from harness.rundata import RunData
+from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.runfiles.reader import load_samples
+from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import Summary, load_summary
 from reports.compare_plot import draw_comparison, key_gauges
 from reports.fitline import fit_line
 from reports.fmt import sig
@@ -108,7 +109,7 @@ def render_text(a: Side, b: Side, sentence: str) -> str:
 def render_html(a: Side, b: Side, sentence: str, png: Path | None, out: Path) -> str:
     rows = []
     for side in (a, b):
-        report = side.rundir / "report.html"
+        report = side.rundir / REPORT_FILE
         where = esc(side.rundir)
         if report.exists():
             href = Path(os.path.relpath(report.resolve(), out.resolve())).as_posix()

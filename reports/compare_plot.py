@@ -19,7 +19,7 @@ from reports.runinfo import describe_growth
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from harness.rundata import Series
+    from harness.runfiles.rundata import Series
     from reports.compare import Side
 
 MAX_GAUGES = 4

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.analysis.trend import clean
-from harness.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray
 
 PIXELS = 1000  # about the plot width at the report's DPI
 IndexArray = npt.NDArray[np.intp]

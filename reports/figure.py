@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from harness.rundata import FloatArray
+    from harness.runfiles.rundata import FloatArray
 
 DPI = 100
 WIDTH_IN = 10.0  # 1000 px: the downsampling bucket count matches

@@ -20,7 +20,7 @@ import numpy as np
 from harness.analysis.metrics import BASIS_WORDS
 from harness.analysis.shapes import find_sawtooth
 from harness.analysis.trend import TAIL_FRACTION, Trend, clean, growth
-from harness.rundata import FloatArray, Series
+from harness.runfiles.rundata import FloatArray, Series
 
 BAND_POINTS = 64
 

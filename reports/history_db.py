@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.control import SUMMARY_FILE
 from harness.errors import UsageError
-from harness.results import Summary, load_summary
+from harness.runfiles.names import SUMMARY_FILE
+from harness.runfiles.summary import Summary, load_summary
 from reports.runinfo import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 
 DEFAULT_DB = Path("results") / "history.sqlite"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray
 
 GENERATIONS = (0, 1, 2)
 TOP_TYPES = 8  # garbage types drawn separately; the rest stack as "other"

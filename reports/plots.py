@@ -31,7 +31,7 @@ from reports.runmodel import RunModel
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from harness.rundata import FloatArray, RunData
+    from harness.runfiles.rundata import FloatArray, RunData
 
 # Events that move memory by themselves, so a reader does not take them for the workload.
 MARKED_EVENTS = {

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.analysis.units import format_bytes
+from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
+from harness.verdicts import PROCESS_VERDICTS
 from reports.fmt import format_seconds, sig
 from reports.html import (
     badge,
@@ -24,7 +26,6 @@ from reports.html import (
     status,
     table,
 )
-from reports.runinfo import PROCESS_ENDINGS
 from reports.runmodel import MetricRow, RunModel
 
 # Metrics about the process as a whole, shown even without a budget.
@@ -56,7 +57,7 @@ def _header(model: RunModel) -> str:
     facts = [f"ran {format_seconds(summary.duration_s)}", f"{summary.ops:,} operations"]
     if summary.time_to_detect_s is not None:
         facts.append(f"{summary.verdict} detected after {format_seconds(summary.time_to_detect_s)}")
-    elif summary.verdict in PROCESS_ENDINGS:
+    elif summary.verdict in PROCESS_VERDICTS:
         facts.append(f"{summary.verdict} after {format_seconds(summary.duration_s)}")
     return (
         f"<h1>{badge(summary.verdict)} {esc(model.title)}</h1>\n"
@@ -143,7 +144,7 @@ def _reproduce(model: RunModel) -> str:
 
 
 def _about(model: RunModel) -> str:
-    files = ["samples.jsonl", "summary.json", *model.files]
+    files = [SAMPLES_FILE, SUMMARY_FILE, *model.files]
     links = " · ".join(link(name, name) for name in files)
     rows = [[esc(key), esc(value)] for key, value in model.environment]
     parts = [paragraph("Files in this run folder:") + f"<p>{links}</p>"]

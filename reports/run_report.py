@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.control import SAMPLES_FILE
 from harness.errors import UsageError
-from harness.results import Summary, load_samples, load_summary
-from harness.rundata import RunData
+from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.runfiles.reader import load_samples
+from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import Summary, load_summary
 from reports.plot_gauges import gauges_plot
 from reports.plots import garbage_plot, gc_plot, rss_plot
 from reports.run_page import render_run_page
 from reports.runmodel import RunModel, build_run_model
 
-REPORT_FILE = "report.html"
 PLOT_FILES = {"rss": "rss.png", "gc": "gc.png", "garbage": "garbage.png", "gauges": "gauges.png"}
 
 

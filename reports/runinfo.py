@@ -14,13 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.results import Summary
+from harness.runfiles.summary import Summary
+from harness.verdicts import PROCESS_VERDICTS
 from reports.fmt import format_growth
 
 FIXED = "fixed"
-# Verdicts that count as "the harness caught it" for an injected regression.
-FAILING = ("leak", "crashed", "hung", "ceiling")
-PROCESS_ENDINGS = ("crashed", "hung", "ceiling")
 
 
 @dataclass(frozen=True)
@@ -94,6 +92,6 @@ def detect_s(summary: Summary) -> float | None:
     """Seconds until the verdict was certain; for a process ending, when it ended."""
     if summary.time_to_detect_s is not None:
         return summary.time_to_detect_s
-    if summary.verdict in PROCESS_ENDINGS:
+    if summary.verdict in PROCESS_VERDICTS:
         return summary.duration_s
     return None

@@ -16,8 +16,9 @@ from typing import Any
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.garbage import TypeTotal, garbage_by_type
 from harness.analysis.runview import workload_end
-from harness.results import Summary
-from harness.rundata import RunData
+from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
+from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import Summary
 from reports.fitline import FitLine, fit_line
 from reports.fmt import value_cells
 from reports.runinfo import column
@@ -25,7 +26,7 @@ from reports.runinfo import column
 TOP_CYCLES = 10
 ENV_KEYS = ("python", "implementation", "platform", "torch", "cpu_count", "git_commit")
 # Files a run folder may hold besides the two result files, worth a link.
-SIDE_FILES = ("traceback.txt", "stacks.txt", "worker.log", "config.json")
+SIDE_FILES = (TRACEBACK_FILE, STACKS_FILE, WORKER_LOG, CONFIG_FILE)
 
 
 @dataclass(frozen=True)

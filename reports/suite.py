@@ -23,15 +23,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.control import CONFIG_FILE
 from harness.errors import UsageError
-from harness.results import VERDICTS, load_summary
+from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE
+from harness.runfiles.summary import load_summary
+from harness.verdicts import FAILING, PROCESS_VERDICTS, VERDICTS
 from reports.run_report import write_run_report
-from reports.runinfo import FAILING, FIXED, PROCESS_ENDINGS, column, column_of, detect_s
+from reports.runinfo import FIXED, column, column_of, detect_s
 from reports.suite_render import render_index, render_junit, render_text
 
 INDEX_FILE, JUNIT_FILE, TEXT_FILE = "index.html", "junit.xml", "summary.txt"
-RUN_REPORT = "report.html"
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def _mark_same_as_fixed(cells: list[Cell]) -> list[Cell]:
     fixed = {(c.scenario, c.verdict) for c in cells if c.column == FIXED}
     return [
         replace(c, same_as_fixed=True)
-        if c.column != FIXED and c.verdict in PROCESS_ENDINGS and (c.scenario, c.verdict) in fixed
+        if c.column != FIXED and c.verdict in PROCESS_VERDICTS and (c.scenario, c.verdict) in fixed
         else c
         for c in cells
     ]
@@ -177,7 +177,7 @@ def expectation(scenario: str, where: str, expected: Mapping[str, str]) -> str:
 
 def _write_missing_reports(cells: Sequence[Cell]) -> None:
     for cell in cells:
-        if not (cell.rundir / RUN_REPORT).exists() and (cell.rundir / "summary.json").exists():
+        if not (cell.rundir / REPORT_FILE).exists() and (cell.rundir / SUMMARY_FILE).exists():
             try:
                 write_run_report(cell.rundir)
             except UsageError:

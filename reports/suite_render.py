@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.runfiles.names import REPORT_FILE
+from harness.verdicts import PROCESS_VERDICTS
 from reports.fmt import format_seconds
 from reports.html import badge, bullet_list, esc, page, paragraph, section, table
-from reports.runinfo import FIXED, PROCESS_ENDINGS
+from reports.runinfo import FIXED
 
 if TYPE_CHECKING:
     from reports.suite import Cell
@@ -78,7 +80,7 @@ def _cell_html(cell: Cell, out: Path) -> str:
 
 
 def cell_timing(cell: Cell) -> str:
-    if cell.verdict in PROCESS_ENDINGS:
+    if cell.verdict in PROCESS_VERDICTS:
         return f"{cell.verdict} after {format_seconds(cell.duration_s)}"
     if cell.detect_s is not None:
         return f"detected after {format_seconds(cell.detect_s)}"
@@ -86,7 +88,7 @@ def cell_timing(cell: Cell) -> str:
 
 
 def _report_link(cell: Cell, out: Path) -> str | None:
-    report = cell.rundir / "report.html"
+    report = cell.rundir / REPORT_FILE
     if not report.exists():
         return None
     return Path(os.path.relpath(report.resolve(), out.resolve())).as_posix()

@@ -26,7 +26,7 @@ from harness.analysis.garbage_rate import (
     garbage_found,
     garbage_rate,
 )
-from harness.rundata import Series
+from harness.runfiles.rundata import Series
 
 OTHER = "<other>"  # the samplers' bucket for types beyond their top list
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.rundata import FloatArray, Series
+from harness.runfiles.rundata import FloatArray, Series
 
 Record = Mapping[str, Any]
 RATE_BLOCKS = 20  # enough blocks for a t-interval, few enough to hold several gen-2 each

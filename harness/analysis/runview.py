@@ -22,7 +22,7 @@ from harness.analysis.shapes import Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
 from harness.analysis.verdict import Judgement, Resolution, judge_level, judge_rate, no_data
-from harness.rundata import RunData, Series
+from harness.runfiles.rundata import RunData, Series
 
 GARBAGE = "cyclic_garbage"
 END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.slope import block_means, residuals, robust_spread
-from harness.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray
 
 WARMUP_MAX_FRACTION = 0.5  # never call more than half of a window "warm-up"
 DROP_SIGMAS = 5.0  # a drop beats 5 robust sd of one-sample changes...

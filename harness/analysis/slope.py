@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from harness.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray
 
 MAX_POINTS = 256  # 32,640 pairwise slopes: well under a millisecond to sort
 MAX_R = 0.98  # beyond this the series is one slow wander; the factor caps at 99

@@ -28,7 +28,7 @@ from harness.analysis.verdict import (
     time_to_detect,
     worst,
 )
-from harness.rundata import RunData
+from harness.runfiles.rundata import RunData
 
 ANALYSIS_VERSION = 1
 TOP_ROWS = 15

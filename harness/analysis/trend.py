@@ -38,7 +38,7 @@ from harness.analysis.shapes import (
     warmup_end,
 )
 from harness.analysis.slope import Slope, residuals, robust_spread, sen_slope
-from harness.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray
 
 MIN_SAMPLES = 8
 TAIL_FRACTION = 1 / 3

@@ -18,9 +18,8 @@ import numpy as np
 from harness.analysis.budgets import Budget
 from harness.analysis.shapes import SUSTAIN, Level
 from harness.analysis.units import format_duration, format_rate
+from harness.verdicts import ENDING_VERDICTS
 
-PROCESS_VERDICTS = ("crashed", "hung", "ceiling", "error")
-VERDICTS = ("pass", "suspicious", "leak", *PROCESS_VERDICTS)
 SEVERITY = {"pass": 0, "suspicious": 1, "error": 2, "leak": 3}
 DETECTION_POINTS = 16  # prefixes tried for time to detect
 DETECTION_FIRST = 1 / 64  # shortest prefix, as a fraction of the measured window
@@ -164,8 +163,8 @@ def combine(
     ordered = sorted(judgements, key=lambda j: -SEVERITY[j.status])
     reasons = [j.reason for j in ordered]
     if outcome is not None:
-        if outcome not in PROCESS_VERDICTS:
-            raise ValueError(f"process verdict {outcome!r} is not one of {PROCESS_VERDICTS}.")
+        if outcome not in ENDING_VERDICTS:
+            raise ValueError(f"process verdict {outcome!r} is not one of {ENDING_VERDICTS}.")
         return outcome, [outcome_reason or f"the worker process ended: {outcome}.", *reasons]
     verdict = ordered[0].status if ordered else "pass"
     return verdict, reasons

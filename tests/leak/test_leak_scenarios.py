@@ -7,7 +7,7 @@ ground through the CLI.
 
 import pytest
 
-from harness.runner import RunOutcome
+from harness.parent.runner import RunOutcome
 
 
 @pytest.mark.leak(scenario="mamba-lru", budgets=["rss: 50 MB/h", "cyclic_garbage: 0.5 /kop"])

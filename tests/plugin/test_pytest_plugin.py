@@ -6,8 +6,8 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-HEALTHY = "tests.engine.fixtures.scenarios:HEALTHY"
-LEAKY = "tests.engine.fixtures.scenarios:LEAKY"
+HEALTHY = "tests.harness.fixtures.scenarios:HEALTHY"
+LEAKY = "tests.harness.fixtures.scenarios:LEAKY"
 
 TEST_FILE = f"""
 import pytest
@@ -31,7 +31,7 @@ def test_leak_tests_are_skipped_unless_selected(pytester: pytest.Pytester) -> No
 def test_leak_marker_runs_a_worker_and_explains_failure(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.engine.conftest import ROOT
+    from tests.harness.conftest import ROOT
 
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.setenv("PYTHONPATH", str(ROOT))

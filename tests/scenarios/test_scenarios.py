@@ -1,5 +1,5 @@
 """Every scenario runs, with tiny settings, in-process: fixed, injected, and on
-a foreign cache. The worker-process path is covered by tests/engine and by the
+a foreign cache. The worker-process path is covered by tests/harness and by the
 detection-matrix test; here the point is that each scenario's workload drives
 its cache to the incident's signature within a few thousand operations."""
 

@@ -1,0 +1,72 @@
+"""``leak-harness``: the command line over ``harness.parent.runner.run``.
+
+One class per subcommand (its docstring is the help text), ``main(argv) -> int``.
+Exit codes: 0 pass (or suspicious), 1 a failing verdict (leak, crashed, hung,
+ceiling, error), 2 bad usage or input, 130 interrupted before a run started.
+Bad input is one sentence on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from typing import NoReturn
+
+from harness.cli.base import Command
+from harness.cli.check import CheckCommand
+from harness.cli.compare import CompareCommand
+from harness.cli.history import HistoryCommand
+from harness.cli.list import ListCommand
+from harness.cli.report import ReportCommand
+from harness.cli.run import RunCommand
+from harness.errors import UsageError
+
+COMMANDS: tuple[Command, ...] = (
+    ListCommand(),
+    RunCommand(),
+    CheckCommand(),
+    ReportCommand(),
+    CompareCommand(),
+    HistoryCommand(),
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help').")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="leak-harness", description="Memory-leak regression harness.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        doc = inspect.cleandoc(type(command).__doc__ or "")
+        sub = commands.add_parser(
+            command.name,
+            help=doc.split("\n\n")[0].replace("\n", " "),
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.prepare_parser(sub)
+        sub.set_defaults(handler=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code: int = args.handler(args)
+        return code
+    except UsageError as exc:
+        print(f"leak-harness: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("leak-harness: interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

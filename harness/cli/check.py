@@ -1,0 +1,60 @@
+"""``leak-harness check``: run the detection matrix and report it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli.check_view import make_view
+from harness.cli.suite_out import finish_suite
+from harness.config import GC_MODES
+from harness.errors import UsageError
+from harness.parent.matrix import CheckOptions, plan, run_matrix
+from harness.registry import load_scenario, scenario_names
+
+
+class CheckCommand:
+    """Run every scenario with the fixed code (must pass its budgets) and with each
+    of its regressions injected (must fail), print the matrix with the time to detect
+    each regression, write the run folders and a suite report, and exit 1 if any
+    cell is wrong. Injected cells stop as soon as their verdict is certain.
+
+    examples:
+      leak-harness check                     # every scenario, fixed and injected
+      leak-harness check -k mamba            # cells whose label contains 'mamba'
+      leak-harness check --nightly --shard 2/4 --out results/nightly/shard-2
+    """
+
+    name = "check"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add = parser.add_argument
+        add("-k", dest="select", help="only cells whose 'scenario[cell]' label matches (glob)")
+        add("--duration", help="duration of every cell (default: each scenario's)")
+        add("--nightly", action="store_true",
+            help="use each scenario's long default duration instead of its check duration")
+        add("-j", "--jobs", type=int, default=1, help="cells run at once (default 1)")
+        add("--shard", help="I/N: run only the I-th of N interleaved slices of the cells")
+        add("--out", default="results/check", help="folder for run folders and the index")
+        add("--seed", type=int, default=0, help="workload seed (default 0)")
+        add("--gc-mode", choices=GC_MODES, help="override every scenario's GC mode")
+        add("--target", help="cache factory module:callable to test instead of the defaults")
+        add("--history", default="results/history.sqlite",
+            help="history database to append to (default results/history.sqlite)")
+        add("--no-history", action="store_true", help="do not append to the history")
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.jobs < 1:
+            raise UsageError("-j must be at least 1.")
+        scenarios = [load_scenario(name) for name in scenario_names()]
+        cells = plan(scenarios, args.select, args.shard)
+        if not cells:
+            raise UsageError(f"no cell matches -k {args.select!r} (see 'leak-harness list').")
+        out = Path(args.out)
+        options = CheckOptions(out=out, duration=args.duration, nightly=args.nightly,
+                               seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
+                               target=args.target)
+        with make_view(cells) as view:
+            results = run_matrix(cells, options, view)
+        history = None if args.no_history else Path(args.history)
+        return finish_suite([r.outcome.rundir for r in results], out, history)

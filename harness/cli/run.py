@@ -1,0 +1,158 @@
+"""``leak-harness run``: one scenario in a fresh worker, its verdict and its report.
+
+Arguments become a RunConfig here (defaults come from the scenario); every
+malformed value becomes a UsageError whose sentence names the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+from harness.analysis.budgets import parse_budget
+from harness.analysis.units import parse_duration, parse_size
+from harness.api import Scenario
+from harness.cli.base import sigterm_as_interrupt
+from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
+from harness.errors import UsageError
+from harness.parent.progress import ProgressLine
+from harness.parent.runner import prepare_rundir, run
+from harness.registry import check_injections, load_scenario
+from harness.verdicts import exit_code
+
+RESULTS_DIR = Path("results") / "runs"
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class RunCommand:
+    """Run one scenario in a fresh worker process, print its verdict and reasons, and
+    write the run folder (samples.jsonl, summary.json, report.html with plots).
+
+    examples:
+      leak-harness run mamba-lru --inject mamba-lru-unlink --duration 30s
+      leak-harness run radix-steady --target examples.own_cache:make --budget 'rss: 20 MB/h'
+      leak-harness run mamba-lru --gc-mode server --duration 10m   # rare gen-2, RSS climbs
+    """
+
+    name = "run"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add_run_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        scenario, config = config_from_args(args)
+        prepare_rundir(config)  # an unwritable --out fails before anything is printed
+        line = ProgressLine(sys.stdout, scenario.name, live=sys.stdout.isatty())
+        line.begin(config)
+        try:
+            with sigterm_as_interrupt():
+                outcome = run(config, on_progress=line.update)
+        finally:
+            line.end()
+        print(f"{scenario.name}: {outcome.verdict}")
+        for reason in outcome.reasons:
+            print(f"  - {reason}")
+        print(f"run folder: {outcome.rundir}")
+        print(f"report: {write_report(outcome.rundir)}")
+        return exit_code(outcome.verdict)
+
+
+def write_report(rundir: Path) -> Path:
+    from reports.run_report import write_run_report  # lazy: matplotlib stays off the run path
+
+    return write_run_report(rundir)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("scenario", help="scenario name (see 'leak-harness list') or module:ATTR")
+    add("--duration", help="how long to run, like 90s or 10m (default: the scenario's)")
+    add("--ops", type=int, help="stop after this many operations")
+    add("--warmup", help="warm-up before analysis starts (default: the scenario's)")
+    add("--inject", nargs="+", action="extend", default=[], metavar="NAME",
+        help="switch on a named regression (repeatable)")
+    add("--seed", type=int, default=0, help="workload seed (default 0)")
+    add("--out", help="run folder (default results/runs/<scenario>-<time>)")
+    add("--gc-mode", choices=GC_MODES, help="default, server (large long-lived heap) or off")
+    add("--timeout", help="wall-clock limit (default: duration + 120s)")
+    add("--heartbeat", help="silence of the worker's main loop that counts as hung (30s)")
+    add("--rss-ceiling", help="kill the run above this RSS, like 4GiB (default half the RAM)")
+    add("--target", help="cache factory module:callable to test instead of the default")
+    add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",
+        help="override a budget, like 'rss: 50 MB/h' (repeatable)")
+
+
+def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
+    scenario = load_scenario(args.scenario)
+    inject = tuple(args.inject)
+    check_injections(scenario, inject)
+    if args.target is not None and not _TARGET.match(args.target):
+        raise UsageError(f"--target {args.target!r} is not 'module:callable'.")
+    config = RunConfig(
+        scenario=args.scenario,
+        rundir=str(Path(args.out) if args.out else default_rundir(scenario.name)),
+        duration_s=run_duration(args, scenario),
+        max_ops=args.ops,
+        warmup_s=duration("--warmup", args.warmup or scenario.warmup),
+        inject=inject,
+        seed=args.seed,
+        target=args.target,
+        gc_mode=args.gc_mode or scenario.gc_mode,
+        timeout_s=duration("--timeout", args.timeout) if args.timeout else None,
+        heartbeat_s=(duration("--heartbeat", args.heartbeat) if args.heartbeat
+                     else DEFAULT_HEARTBEAT_S),
+        rss_ceiling=size("--rss-ceiling", args.rss_ceiling) if args.rss_ceiling else None,
+        budgets=merge_budgets(scenario.budgets, tuple(args.budget)),
+    )
+    return scenario, config
+
+
+def run_duration(args: argparse.Namespace, scenario: Scenario) -> float | None:
+    if args.duration:
+        return duration("--duration", args.duration)
+    if args.ops is not None:
+        return None  # an op count alone bounds the run
+    return duration("the scenario's default duration", scenario.default_duration)
+
+
+def duration(flag: str, text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def size(flag: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def merge_budgets(declared: tuple[str, ...], overrides: tuple[str, ...]) -> tuple[str, ...]:
+    """The scenario's budgets, each replaced by a command-line one of the same kind.
+
+    Same kind means same metric and same form (per hour, per kop, level), so
+    overriding ``rss: 100 MB/h`` keeps a declared ``rss: <= 2 GiB``.
+    """
+    merged: dict[tuple[str, str, str], str] = {}
+    for text in (*declared, *overrides):
+        try:
+            budget = parse_budget(text)
+            merged[(budget.metric, budget.kind, budget.per)] = text
+        except ValueError as exc:
+            raise UsageError(f"--budget: {exc}") from None
+    return tuple(merged.values())
+
+
+def default_rundir(name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = RESULTS_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():  # two runs in the same second
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate

@@ -1,0 +1,174 @@
+"""The detection matrix: every scenario fixed, and with each of its regressions.
+
+A cell is right when the fixed code passes its budgets and an injected
+regression gets a failing verdict. Injected cells stop as soon as the verdict
+is certain (the analysis of the samples so far already says ``leak``; a crash
+or a hang ends the run by itself), which is what keeps the whole matrix within
+minutes; fixed cells run their full duration, since a pass is never certain
+early. Cells run one worker each, ``jobs`` at a time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Event
+from typing import Protocol
+
+from harness.analysis.summary import summarize
+from harness.analysis.units import parse_duration
+from harness.api import Scenario
+from harness.config import RunConfig
+from harness.errors import UsageError
+from harness.parent.runner import RunOutcome, run
+from harness.parent.supervisor import Snapshot
+from harness.runfiles.rundata import RunData
+from harness.verdicts import cell_correct
+
+MIN_SAMPLES_TO_STOP = 20  # never stop on the first second of samples
+
+
+@dataclass(frozen=True)
+class Cell:
+    scenario: Scenario
+    inject: str | None  # None: the fixed code
+
+    @property
+    def name(self) -> str:
+        return "fixed" if self.inject is None else f"inject:{self.inject}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario.name}[{self.name}]"
+
+    def correct(self, verdict: str) -> bool:
+        return cell_correct(self.inject is not None, verdict)
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: Cell
+    outcome: RunOutcome
+
+    @property
+    def correct(self) -> bool:
+        return self.cell.correct(self.outcome.verdict)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    out: Path
+    duration: str | None = None  # None: each scenario's check (or nightly) duration
+    nightly: bool = False
+    seed: int = 0
+    gc_mode: str | None = None
+    jobs: int = 1
+    target: str | None = None
+    budgets: tuple[str, ...] = ()
+
+
+def plan(
+    scenarios: Sequence[Scenario], select: str | None = None, shard: str | None = None
+) -> list[Cell]:
+    """The cells to run: ``select`` is a glob over ``scenario[cell]`` labels
+    (``-k 'mamba*'``), ``shard`` is ``I/N`` (1-based) for spreading over machines."""
+    cells = [Cell(s, inj) for s in scenarios for inj in (None, *s.regressions)]
+    if select:
+        pattern = select if any(c in select for c in "*?[") else f"*{select}*"
+        cells = [c for c in cells if fnmatch.fnmatchcase(c.label, pattern)]
+    if shard:
+        index, count = parse_shard(shard)
+        cells = cells[index - 1 :: count]
+    return cells
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"a shard is 'I/N' such as 1/4, got {text!r}.") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"shard {text!r} is out of range: I must be between 1 and N.")
+    return index, count
+
+
+def cell_config(cell: Cell, options: CheckOptions) -> RunConfig:
+    scenario = cell.scenario
+    default = scenario.default_duration if options.nightly else scenario.check_duration
+    duration = parse_duration(options.duration or default)
+    return RunConfig(
+        scenario=scenario.name,
+        rundir=str(options.out / scenario.name / cell.name.replace(":", "-")),
+        duration_s=duration,
+        warmup_s=parse_duration(scenario.warmup),
+        inject=() if cell.inject is None else (cell.inject,),
+        seed=options.seed,
+        target=options.target,
+        gc_mode=options.gc_mode or scenario.gc_mode,
+        budgets=options.budgets or scenario.budgets,
+    )
+
+
+def stop_when_certain(config: RunConfig) -> Callable[[RunData], bool]:
+    """Stop once the samples so far already give ``leak`` (injected cells only)."""
+
+    def certain(data: RunData) -> bool:
+        if len(data.rss) < MIN_SAMPLES_TO_STOP:
+            return False
+        return summarize(data, config.budgets, config.warmup_s).verdict == "leak"
+
+    return certain
+
+
+class Observer(Protocol):
+    """What the check command's view is told while the matrix runs."""
+
+    def started(self, cell: Cell) -> None: ...
+
+    def progress(self, cell: Cell, snap: Snapshot) -> None: ...
+
+    def landed(self, result: CellResult) -> None: ...
+
+
+def run_cell(
+    cell: Cell, options: CheckOptions, observer: Observer | None = None, cancel: Event | None = None
+) -> CellResult:
+    config = cell_config(cell, options)
+    # Fixed cells pass no predicate, so the parent keeps no samples in memory for them.
+    stop = None if cell.inject is None else stop_when_certain(config)
+
+    def progress(snap: Snapshot) -> None:
+        if observer is not None:
+            observer.progress(cell, snap)
+
+    if observer is not None:
+        observer.started(cell)
+    # Ctrl-C reaches only the main thread; runs on other threads see it through ``cancel``.
+    result = CellResult(cell, run(config, stop_when=stop, on_progress=progress, cancel=cancel))
+    if observer is not None:
+        observer.landed(result)
+    return result
+
+
+def run_matrix(
+    cells: Sequence[Cell], options: CheckOptions, observer: Observer | None = None
+) -> list[CellResult]:
+    """Run every cell (``options.jobs`` workers at a time); results in plan order.
+
+    On Ctrl-C the running cells are asked to stop, still analysed, and the
+    interrupt is raised again once they have landed."""
+    cancel = Event()
+    if options.jobs <= 1:
+        return [run_cell(cell, options, observer, cancel) for cell in cells]
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        futures = [pool.submit(run_cell, cell, options, observer, cancel) for cell in cells]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            cancel.set()
+            for f in futures:
+                f.cancel()
+            raise

@@ -1,0 +1,55 @@
+"""The live progress line of ``leak-harness run``, drawn from the parent.
+
+On a terminal it redraws one line in place (``\\r`` and erase-to-end) twice a
+second; when stdout is a file or a pipe it stays quiet apart from one line at
+the start, so CI logs hold no control characters.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from harness.analysis.units import format_bytes
+from harness.config import RunConfig
+from harness.parent.supervisor import Snapshot
+
+MAX_GAUGES = 2  # more would wrap an 80-column line
+
+
+class ProgressLine:
+    def __init__(self, stream: TextIO, name: str, live: bool) -> None:
+        self.stream = stream
+        self.name = name
+        self.live = live
+        self._drawn = False
+
+    def begin(self, config: RunConfig) -> None:
+        limit = f"{config.duration_s:g} s" if config.duration_s else f"{config.max_ops} ops"
+        if not self.live:
+            print(f"running {self.name} for {limit} in {config.rundir}", file=self.stream)
+
+    def update(self, snap: Snapshot) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K" + render(self.name, snap))
+            self.stream.flush()
+            self._drawn = True
+
+    def end(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+
+def render(name: str, snap: Snapshot) -> str:
+    """``healthy  12.3/60 s  warmup  876 ops/s  RSS 20.6 MB  ring=256``"""
+    total = f"/{snap.total_s:g}" if snap.total_s else ""
+    parts = [name, f"{snap.elapsed_s:.1f}{total} s"]
+    if snap.phase == "warmup":
+        parts.append("warm-up")
+    parts.append(f"{snap.ops:,} ops ({snap.ops_per_s:,.0f}/s)")
+    if snap.rss is not None:
+        parts.append(f"RSS {format_bytes(snap.rss)}")
+    gauges = list(snap.gauges.items())[:MAX_GAUGES]
+    parts.extend(f"{key}={value:g}" for key, value in gauges)
+    return "  ".join(parts)

@@ -1,0 +1,193 @@
+"""``run(config) -> RunOutcome``: one scenario run in a fresh worker, analysed.
+
+The library face of the engine: the CLI, ``check`` and pytest call this, never
+argparse. The parent starts the worker in its own session, watches it
+(``harness.supervisor``), kills its whole process group whatever happened, then
+loads the samples, analyses them and writes ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Event
+from typing import Any
+
+from harness.analysis.summary import Analysis, summarize
+from harness.config import RunConfig, reproduce_command
+from harness.control import PARENT_ENV
+from harness.errors import UsageError
+from harness.parent.supervisor import Ending, Snapshot, Supervisor
+from harness.parent.watchdog import ProcessTree, default_ceiling
+from harness.runfiles.names import (
+    CONFIG_FILE,
+    HEARTBEAT_FILE,
+    SAMPLES_FILE,
+    STACKS_FILE,
+    STOP_FILE,
+    WORKER_LOG,
+)
+from harness.runfiles.reader import load_samples
+from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import Summary, write_summary
+from harness.verdicts import ENDING_VERDICTS
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    verdict: str
+    rundir: Path
+    analysis: Analysis | None
+    summary: Summary
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.summary.reasons
+
+
+def run(
+    config: RunConfig,
+    stop_when: Callable[[RunData], bool] | None = None,
+    on_progress: Callable[[Snapshot], None] | None = None,
+    cancel: Event | None = None,
+) -> RunOutcome:
+    """Run one scenario in a worker process and return its analysed outcome.
+
+    ``stop_when`` is called about once a second with the samples so far; when
+    it returns True the worker is asked to stop cleanly (a later ``check`` stops
+    as soon as its verdict is certain). ``on_progress`` gets a ``Snapshot``
+    twice a second for a live display. Setting ``cancel`` stops the run as
+    Ctrl-C does (for runs on other threads, which never see the signal).
+    """
+    prepare_rundir(config)
+    process = spawn_worker(config)
+    tree = ProcessTree(process.pid)
+    try:
+        ceiling = config.rss_ceiling or default_ceiling()
+        supervisor = Supervisor(config, process, tree, ceiling, stop_when, on_progress, cancel)
+        ending = supervisor.watch()
+    finally:
+        tree.kill_all()  # peers included, whatever happened above
+        process.wait()
+    return conclude(config, ending)
+
+
+def prepare_rundir(config: RunConfig) -> None:
+    rundir = config.path
+    if (rundir / SAMPLES_FILE).exists():
+        raise UsageError(f"{rundir} already holds a run; choose another output folder.")
+    try:
+        rundir.mkdir(parents=True, exist_ok=True)
+        config.dump(rundir / CONFIG_FILE)
+        (rundir / STOP_FILE).unlink(missing_ok=True)
+        (rundir / HEARTBEAT_FILE).touch()  # the heartbeat clock starts at spawn
+    except OSError as exc:
+        raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") from None
+
+
+def spawn_worker(config: RunConfig) -> subprocess.Popen[bytes]:
+    """Start ``python -m harness.worker`` in a new session (its own process group)."""
+    env = dict(os.environ)
+    # Scenario specs like ``tests.harness.fixtures.x:SCENARIO`` resolve as they do here.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    env[PARENT_ENV] = str(os.getpid())
+    with (config.path / WORKER_LOG).open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness.worker", str(config.path / CONFIG_FILE)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+
+
+def conclude(config: RunConfig, ending: Ending) -> RunOutcome:
+    """Analyse whatever was sampled and write ``summary.json``."""
+    reasons = list(ending.reasons)
+    data: RunData | None = None
+    try:
+        data = load_samples(config.path / SAMPLES_FILE)
+    except UsageError as exc:
+        reasons.append(f"no samples to analyse: {exc.message}")
+    analysis = analyse(data, config, ending, reasons)
+    if analysis is not None:
+        verdict = analysis.verdict
+        # With a process verdict the analysis repeats our first reason first.
+        reasons += analysis.reasons[1:] if ending.status in ENDING_VERDICTS else analysis.reasons
+    else:
+        verdict = ending.status if ending.status in ENDING_VERDICTS else "error"
+    summary = Summary(
+        scenario=config.scenario,
+        injected=list(config.inject),
+        verdict=verdict,
+        reasons=reasons,
+        metrics=analysis.to_json()["metrics"] if analysis else {},
+        time_to_detect_s=analysis.time_to_detect_s if analysis else None,
+        duration_s=run_length(data, ending),
+        ops=run_ops(data),
+        command=reproduce_command(config),
+        extra=extra_fields(config, ending, analysis),
+    )
+    write_summary(config.path, summary)
+    tidy(config.path)
+    return RunOutcome(verdict, config.path, analysis, summary)
+
+
+def analyse(
+    data: RunData | None, config: RunConfig, ending: Ending, reasons: list[str]
+) -> Analysis | None:
+    if data is None:
+        return None
+    process = ending.status if ending.status in ENDING_VERDICTS else None
+    try:
+        return summarize(
+            data, config.budgets, config.warmup_s,
+            outcome=process, outcome_reason=ending.reasons[0] if process else None,
+        )
+    except Exception as exc:  # verdict "error" with the sentence beats a traceback
+        reasons.append(f"the analysis failed: {exc}")
+        return None
+
+
+def extra_fields(config: RunConfig, ending: Ending, analysis: Analysis | None) -> dict[str, Any]:
+    """Facts beyond summary v1's fixed fields, for reports and for people."""
+    extra: dict[str, Any] = {
+        "rundir": str(config.path), "ending": ending.status, "exit_code": ending.exit_code,
+    }
+    if analysis is not None:
+        full = analysis.to_json()
+        extra.update(window_s=full["window_s"], analysis=full["details"])
+    return extra
+
+
+def run_length(data: RunData | None, ending: Ending) -> float:
+    """Seconds of workload the samples cover (the wall time if none were taken)."""
+    if data is None:
+        return round(ending.wall_s, 3)
+    end = data.event("loop_end") or data.event("end")
+    if end is not None:
+        return float(end["t"])
+    return float(data.rss.t[-1]) if len(data.rss) else 0.0
+
+
+def run_ops(data: RunData | None) -> int:
+    if data is None:
+        return 0
+    end = data.event("end")
+    if end is not None:
+        return int(end["ops"])
+    return int(data.ops.v[-1]) if len(data.ops) else 0
+
+
+def tidy(rundir: Path) -> None:
+    """Remove the control files; keep stacks.txt only if something was dumped into it."""
+    for name in (HEARTBEAT_FILE, STOP_FILE):
+        (rundir / name).unlink(missing_ok=True)
+    stacks = rundir / STACKS_FILE  # opened up front by the worker for faulthandler
+    if stacks.exists() and stacks.stat().st_size == 0:
+        stacks.unlink()

@@ -1,0 +1,20 @@
+"""The names of the files in a run folder: the only place they are written out.
+
+A run folder holds what the parent hands the worker (``config.json``), what the
+worker streams (``samples.jsonl``), the control files both sides touch
+(``heartbeat``, ``stop``), what a failure leaves (``traceback.txt``,
+``stacks.txt``, ``worker.log``), the verdict (``summary.json``) and the report
+(``report.html`` with its plots).
+"""
+
+from __future__ import annotations
+
+CONFIG_FILE = "config.json"
+SAMPLES_FILE = "samples.jsonl"
+HEARTBEAT_FILE = "heartbeat"
+STOP_FILE = "stop"
+STACKS_FILE = "stacks.txt"
+TRACEBACK_FILE = "traceback.txt"
+WORKER_LOG = "worker.log"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"

@@ -1,0 +1,148 @@
+"""Reading ``samples.jsonl`` back into a :class:`~harness.runfiles.rundata.RunData`.
+
+Unknown schemas and versions are refused with a sentence, never guessed at.
+Version history of ``leak-harness/samples``:
+
+- 1: header line, then one line per sample or event (line format in
+  :mod:`harness.runfiles.rundata`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import UsageError
+from harness.runfiles.rundata import RunData, Series
+from harness.runfiles.samples import SCHEMA as SAMPLES_SCHEMA
+from harness.runfiles.samples import VERSION as SAMPLES_VERSION
+
+
+class RunDataBuilder:
+    """Collects parsed sample lines and turns them into a RunData on demand."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self._rss: list[tuple[float, float]] = []
+        self._uss: list[tuple[float, float]] = []
+        self._ops: list[tuple[float, float]] = []
+        self._progress_ops: list[tuple[float, float]] = []
+        self._gauges: dict[str, list[tuple[float, float]]] = {}
+        self.data = RunData(header)
+        self.last_t = 0.0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind, t = record.get("type"), float(record.get("t", 0.0))
+        self.last_t = max(self.last_t, t)
+        if kind == "rss":
+            self._rss.append((t, float(record["rss"])))
+            self._ops.append((t, float(record.get("ops", 0))))
+            if record.get("uss") is not None:
+                self._uss.append((t, float(record["uss"])))
+        elif kind == "gauges":
+            for name, value in record["values"].items():
+                self._gauges.setdefault(name, []).append((t, float(value)))
+        elif kind == "progress":
+            self._progress_ops.append((t, float(record["ops"])))
+        else:
+            self._add_listed(kind, dict(record))
+
+    def _add_listed(self, kind: Any, record: dict[str, Any]) -> None:
+        lists = {
+            "gc": self.data.gc_events,
+            "garbage": self.data.garbage_windows,
+            "objects": self.data.object_windows,
+            "event": self.data.events,
+        }
+        if kind in lists:
+            lists[kind].append(record)
+        # Other types are newer additions within version 1: skipped, not refused.
+
+    def build(self) -> RunData:
+        data = self.data
+        data.rss = series(self._rss, "B")
+        data.uss = series(self._uss, "B")
+        # Op counts ride on the 10 Hz RSS samples; progress lines stand in when
+        # the RSS sampler was off.
+        data.ops = series(self._ops or self._progress_ops, "ops")
+        data.gauges = {name: series(points, "") for name, points in self._gauges.items()}
+        return data
+
+
+def series(points: list[tuple[float, float]], unit: str) -> Series:
+    if not points:
+        return Series.empty(unit)
+    array = np.asarray(points, dtype=np.float64)
+    return Series(array[:, 0].copy(), array[:, 1].copy(), unit)
+
+
+def check_header(record: Any, where: str) -> dict[str, Any]:
+    """The header line's dict, or a sentence saying why this file is not ours."""
+    if not isinstance(record, dict) or record.get("type") != "header":
+        raise UsageError(f"{where} does not start with a leak-harness header line.")
+    schema, version = record.get("schema"), record.get("version")
+    if schema != SAMPLES_SCHEMA:
+        raise UsageError(f"{where} has schema {schema!r}; expected {SAMPLES_SCHEMA!r}.")
+    if version != SAMPLES_VERSION:
+        raise UsageError(
+            f"{where} is samples version {version!r}; this leak-harness reads version "
+            f"{SAMPLES_VERSION} only (a newer harness wrote it?)."
+        )
+    return record
+
+
+def parse_line(text: str, where: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where} line {number} is not valid JSON ({exc.msg}).") from None
+    if not isinstance(record, dict) or "type" not in record:
+        raise UsageError(f"{where} line {number} is not a sample record.")
+    return record
+
+
+def load_samples(path: Path) -> RunData:
+    """Read a samples file; a truncated last line becomes a ``truncated`` event.
+
+    The file is read line by line: a 24-hour run has close to a million lines,
+    and holding its text as well as the parsed samples would double the peak.
+    """
+    where = str(path)
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return read_samples(handle, where)
+    except OSError as exc:
+        raise UsageError(f"cannot read {where}: {exc.strerror or exc}.") from None
+
+
+def read_samples(lines: Iterable[str], where: str) -> RunData:
+    builder: RunDataBuilder | None = None
+    for number, line in enumerate(lines, start=1):
+        if not line.endswith("\n"):  # no newline after the last: cut mid-write
+            if builder is None and line.strip():
+                raise UsageError(f"{where} holds only a truncated header line.")
+            if builder is None:
+                break
+            if line.strip():
+                # Reported in-band, so analysis and reports can say the run was cut.
+                builder.add({"type": "event", "name": "truncated", "t": builder.last_t,
+                             "line": number})
+            break
+        if builder is None:
+            builder = RunDataBuilder(check_header(parse_line(line, where, 1), where))
+        elif line.strip():
+            add_record(builder, parse_line(line, where, number), where, number)
+    if builder is None:
+        raise UsageError(f"{where} is empty: the worker wrote no header.")
+    return builder.build()
+
+
+def add_record(builder: RunDataBuilder, record: dict[str, Any], where: str, number: int) -> None:
+    try:
+        builder.add(record)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{where} line {number} lacks a valid field ({exc}).") from None

@@ -1,0 +1,35 @@
+"""The verdict vocabulary, defined once: every face, report and rule imports it.
+
+A run ends with exactly one verdict. Some come from the analysis of the
+samples (``pass``, ``suspicious``, ``leak``, ``error``), the others from what
+happened to the worker process (it crashed, hung or hit the RSS ceiling).
+"""
+
+from __future__ import annotations
+
+# From the analysis of the samples.
+PASS, SUSPICIOUS, LEAK, ERROR = "pass", "suspicious", "leak", "error"
+# From the process: the supervisor decides these, the analysis never overrides them.
+CRASHED, HUNG, CEILING = "crashed", "hung", "ceiling"
+
+VERDICTS = (PASS, LEAK, SUSPICIOUS, CRASHED, HUNG, CEILING, ERROR)
+PROCESS_VERDICTS = (CRASHED, HUNG, CEILING)
+# Process endings that decide the verdict on their own: a process verdict, or
+# ``error`` when the harness itself failed in the worker. The other endings
+# (finished, stopped, interrupted) take the analysis's verdict.
+ENDING_VERDICTS = (*PROCESS_VERDICTS, ERROR)
+# Exit code 0 from `run`: suspicious says "run longer", not "broken".
+PASSING = (PASS, SUSPICIOUS)
+# What counts as catching an injected regression: a confirmed failure of the code
+# under test. ``error`` is the harness failing to judge, so it never counts.
+FAILING = (LEAK, CRASHED, HUNG, CEILING)
+
+
+def exit_code(verdict: str) -> int:
+    """The exit code of ``leak-harness run`` for a verdict."""
+    return 0 if verdict in PASSING else 1
+
+
+def cell_correct(injected: bool, verdict: str) -> bool:
+    """Whether a check cell is right: fixed code passes, an injected regression fails."""
+    return verdict in FAILING if injected else verdict == PASS

@@ -1,0 +1,115 @@
+"""Cyclic garbage, counted by type and bytes in short ``DEBUG_SAVEALL`` windows.
+
+A window sets the flag, collects, reads what the collector saved in
+``gc.garbage``, then restores the flags, drops what it saved and collects
+again. The window must stay short: left on, DEBUG_SAVEALL keeps the first
+garbage alive and that keeps later garbage reachable, so a real leak stops
+looking like garbage at all (see DESIGN.md, practical notes).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from harness.worker.samplers.base import Clock, Every, Sink, forced_collection
+from harness.worker.samplers.cycles import explain_garbage, storage_bytes
+
+TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
+EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
+Explainer = Callable[[list[object], int], list[dict[str, Any]]]
+
+
+class GarbageSampler:
+    name = "garbage"
+
+    def __init__(
+        self, interval_s: float = 30.0, explainer: Explainer | None = explain_garbage
+    ) -> None:
+        self._every = Every(interval_s)
+        self._explainer = explainer
+        self._sink: Sink | None = None
+        self._clock: Clock | None = None
+        self._ops = 0
+
+    def unavailable(self) -> str | None:
+        if not hasattr(gc, "DEBUG_SAVEALL"):
+            return "this interpreter's gc has no DEBUG_SAVEALL"
+        return None
+
+    def start(self, writer: Sink, clock: Clock) -> None:
+        self._sink, self._clock = writer, clock
+        # The first window comes one interval in: the end-of-run window always
+        # runs, and a window at t=0 would only see the build's leftovers.
+        self._every.next_at = clock() + self._every.interval_s
+
+    def poll(self, now: float, ops: int) -> None:
+        self._ops = ops
+        if self._every.due(now):
+            self.window(now)
+
+    def stop(self) -> None:
+        if self._clock is not None:
+            self.window(self._clock(), final=True)
+
+    def window(self, now: float, final: bool = False) -> None:
+        flags = gc.get_debug()
+        first = len(gc.garbage)  # keep whatever was there before us
+        with forced_collection():
+            gc.set_debug(flags | gc.DEBUG_SAVEALL)
+            try:
+                collected = gc.collect()
+                record = self._read(first)
+            finally:
+                gc.set_debug(flags)
+                del gc.garbage[first:]
+                freed = gc.collect()
+        assert self._sink is not None
+        self._sink.sample(
+            "garbage", now, ops=self._ops, collected=collected, freed=freed, final=final, **record
+        )
+
+    def _read(self, first: int) -> dict[str, Any]:
+        # A separate frame: every reference to the saved objects dies on return,
+        # before the second collection.
+        saved = gc.garbage[first:]
+        counts, sizes = census(saved)
+        record: dict[str, Any] = {
+            "count": len(saved),
+            "by_type": top(counts),
+            "bytes_by_type": top(sizes, order=counts),
+            "bytes": sum(sizes.values()),
+            "cycles": [],
+        }
+        if self._explainer is not None and saved:
+            try:
+                record["cycles"] = self._explainer(saved, EXPLAIN_LIMIT)
+            except Exception as exc:  # an explainer bug must not end the run
+                record["cycles_error"] = f"{type(exc).__name__}: {exc}"
+        return record
+
+
+def census(objects: list[object]) -> tuple[Counter[str], Counter[str]]:
+    """Object count and bytes per type name; tensors add their storage once."""
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    storages: set[int] = set()
+    for obj in objects:
+        name = type(obj).__name__
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(obj) + storage_bytes(obj, storages)
+    return counts, sizes
+
+
+def top(values: Counter[str], order: Counter[str] | None = None) -> dict[str, int]:
+    """The TOP_TYPES largest entries (by ``order`` if given); the rest as ``<other>``."""
+    ranking = order if order is not None else values
+    keep = [name for name, _ in ranking.most_common(TOP_TYPES)]
+    kept = {name: int(values[name]) for name in keep}
+    rest = sum(values.values()) - sum(kept.values())
+    if rest:
+        kept["<other>"] = int(rest)
+    return kept

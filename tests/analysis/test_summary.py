@@ -1,0 +1,172 @@
+"""summarize(): verdicts, metrics, reasons and time to detect on synthetic runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.analysis.summary import summarize
+from tests.analysis.synth import HOUR, MB, ar1, gc_lines, linear, run_data, sawtooth, times
+
+
+def leaking_run(per_h: float = 500 * MB, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t = times(HOUR, 1.0)
+    return t, linear(t, per_h) + ar1(rng, t.size, 0.9, 5 * MB)
+
+
+def test_rss_leak_is_confirmed_with_metrics_and_time_to_detect() -> None:
+    analysis = summarize(run_data(leaking_run()), ["rss: 50 MB/h"])
+    assert analysis.verdict == "leak"
+    growth = analysis.metrics["rss_growth"]
+    assert growth.unit == "B/h" and growth.value == pytest.approx(500 * MB, rel=0.15)
+    assert growth.ci is not None and growth.ci[0] > 50 * MB
+    assert (growth.budget, growth.status) == ("rss: 50 MB/h", "leak")
+    assert analysis.metrics["ops_per_s"].value == pytest.approx(1000.0)
+    assert analysis.metrics["rss_max"].unit == "B"
+    assert analysis.reasons[0].startswith("rss growth 5")
+    assert analysis.time_to_detect_s is not None and 0 < analysis.time_to_detect_s < HOUR / 2
+    json.dumps(analysis.to_json(), allow_nan=False)  # summary.json must be strict JSON
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.95])
+def test_pure_noise_never_gives_a_leak(phi: float) -> None:
+    for seed in range(50):
+        rng = np.random.default_rng(seed)
+        t = times(HOUR, 1.0)
+        rss = 2e9 + ar1(rng, t.size, phi, 5 * MB)
+        analysis = summarize(run_data((t, rss)), ["rss: 10 MB/h"])
+        assert analysis.verdict in ("pass", "suspicious"), analysis.reasons
+
+
+def test_time_to_detect_on_a_series_that_starts_leaking() -> None:
+    rng = np.random.default_rng(5)
+    t = times(2 * HOUR, 1.0)
+    rss = linear(np.maximum(t - HOUR, 0.0), 1000 * MB) + rng.normal(0, 3 * MB, t.size)
+    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    assert analysis.verdict == "leak"
+    assert analysis.time_to_detect_s is not None
+    assert HOUR < analysis.time_to_detect_s < 1.6 * HOUR  # grid: 1h31m, 31 min after onset
+
+
+def test_flat_run_passes_and_has_no_time_to_detect() -> None:
+    rng = np.random.default_rng(6)
+    t = times(HOUR, 1.0)
+    analysis = summarize(run_data((t, 2e9 + rng.normal(0, MB, t.size))), ["rss: 50 MB/h"])
+    assert analysis.verdict == "pass"
+    assert analysis.time_to_detect_s is None
+    assert analysis.metrics["rss_growth"].status == "pass"
+
+
+def test_sawtooth_is_judged_on_its_floor() -> None:
+    rng = np.random.default_rng(7)
+    t = times(HOUR, 1.0)
+    rss = 1e9 + sawtooth(t, 300.0, 400 * MB) + rng.normal(0, 2 * MB, t.size)
+    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    assert analysis.verdict == "pass"
+    assert analysis.metrics["rss_floor_growth"].status == "pass"
+    assert analysis.metrics["rss_reclaimable"].value == pytest.approx(200 * MB, rel=0.15)
+    assert analysis.metrics["rss_growth"].status is None  # reported, not judged
+    assert any("sawtooth" in reason for reason in analysis.reasons)
+
+
+def test_cyclic_garbage_budget() -> None:
+    t = times(600, 1.0)
+    flat = (t, np.full(t.size, 1e9))
+    broken = run_data(flat, gc_events=gc_lines(600, per_op=2.0, ops_per_s=1000.0))
+    analysis = summarize(broken, ["cyclic_garbage: 0.5 /kop"])
+    assert analysis.verdict == "leak"
+    assert analysis.metrics["cyclic_garbage"].value == pytest.approx(2000.0, rel=0.02)
+    assert analysis.metrics["gen2_collections"].value == pytest.approx(1.0, rel=0.02)
+    fixed = run_data(flat, gc_events=gc_lines(600, per_op=0.0, ops_per_s=1000.0))
+    assert summarize(fixed, ["cyclic_garbage: 0.5 /kop"]).verdict == "pass"
+
+
+def test_gauge_budgets_level_and_growth() -> None:
+    t = times(600, 1.0)
+    rss = (t, np.full(t.size, 1e9))
+    piling = {"work_list": (t, 2.0 * t), "detached_nodes": (t, 1.0 * t)}  # +3600 /h
+    analysis = summarize(
+        run_data(rss, gauges=piling), ["work_list: <= 4", "detached_nodes: 100 /h"]
+    )
+    assert analysis.verdict == "leak"
+    assert analysis.metrics["work_list_max"].status == "leak"
+    assert analysis.metrics["detached_nodes_growth"].value == pytest.approx(3600.0, rel=0.01)
+    assert analysis.metrics["detached_nodes_growth"].unit == "/h"
+    drained = np.where(np.arange(t.size) % 2 == 0, 2.0, 0.0)
+    drained[300] = 9.0  # one sample caught mid-round
+    spiky = summarize(run_data(rss, gauges={"work_list": (t, drained)}), ["work_list: <= 4"])
+    assert spiky.verdict == "suspicious"
+    assert spiky.metrics["work_list_max"].value == 9.0
+
+
+def test_unknown_or_mismatched_budgets_are_refused() -> None:
+    run = run_data(leaking_run(), gauges={"work_list": (np.arange(5.0), np.zeros(5))})
+    with pytest.raises(ValueError, match=r"unknown metric 'wrok_list'; known: .*work_list"):
+        summarize(run, ["wrok_list: <= 4"])
+    with pytest.raises(ValueError, match="in bytes"):
+        summarize(run, ["rss: 100 /h"])
+    with pytest.raises(ValueError, match="per work"):
+        summarize(run, ["cyclic_garbage: 5 /h"])
+    with pytest.raises(ValueError, match="per hour"):
+        summarize(run, ["work_list: 5 /kop"])
+    with pytest.raises(ValueError, match="names no metric"):
+        summarize(run, ["50 MB/h"])
+
+
+def test_process_outcome_overrides_and_missing_data_is_reported() -> None:
+    t = times(30, 1.0)
+    run = run_data((t, linear(t, 100 * MB)))
+    analysis = summarize(run, ["rss: 50 MB/h", "work_list: <= 4"], outcome="crashed",
+                         outcome_reason="AssertionError: parent does not have child key")
+    assert analysis.verdict == "crashed"
+    assert analysis.reasons[0].startswith("AssertionError")
+    assert any("work_list" in reason for reason in analysis.reasons)
+
+
+def test_a_budget_without_data_is_an_error_not_a_pass() -> None:
+    t = times(5, 1.0)
+    analysis = summarize(run_data((t, np.full(t.size, 1e9))), ["rss: 50 MB/h"])
+    assert analysis.verdict == "error"
+    assert "too few samples" in analysis.reasons[0]
+
+
+def test_warmup_from_argument_or_event() -> None:
+    t, rss = leaking_run()
+    by_event = summarize(run_data((t, rss), warmup_end_s=120.0), [])
+    assert by_event.window_s is not None and by_event.window_s[0] == 120.0
+    by_argument = summarize(run_data((t, rss), warmup_end_s=120.0), [], warmup_s=600.0)
+    assert by_argument.window_s is not None and by_argument.window_s[0] == 600.0
+    assert by_argument.details["series"]["rss"]["start_s"] >= 600.0
+
+
+def test_details_hold_garbage_types_objects_and_cycles() -> None:
+    t = times(600, 1.0)
+    cycle = {"type": "TreeNode", "path": ["TreeNode.mamba_prev", "TreeNode.parent"],
+             "length": 2, "retained_bytes": 512}
+    windows = [
+        {"t": 30.0 * k, "ops": 30_000.0 * k, "count": 20, "by_type": {"TreeNode": 10, "dict": 10},
+         "bytes_by_type": {"TreeNode": 560, "dict": 2320}, "cycles": [cycle]}
+        for k in range(1, 4)
+    ]
+    objects = [{"t": 0.0, "ops": 0, "counts": {"TreeNode": 5}},
+               {"t": 600.0, "ops": 600_000, "counts": {"TreeNode": 905}}]
+    run = run_data((t, np.full(t.size, 1e9)), garbage_windows=windows, object_windows=objects)
+    details = summarize(run, []).to_json()["details"]
+    assert details["garbage_by_type"][0]["type"] == "TreeNode"
+    assert details["object_growth"][0] == {
+        "type": "TreeNode", "first": 5, "last": 905, "delta": 900, "per_h": 5400.0,
+        "per_kop": 1.5,
+    }
+    assert details["cycles"] == [{"shape": ["TreeNode.mamba_prev", "TreeNode.parent"],
+                                  "count": 3, "retained_bytes": 1536, "types": ["TreeNode"]}]
+
+
+def test_an_empty_run_is_summarised_without_crashing() -> None:
+    analysis = summarize(run_data(), [])
+    assert (analysis.verdict, analysis.metrics, analysis.window_s) == ("pass", {}, None)
+    crashed = summarize(run_data(), ["rss: 50 MB/h"], outcome="crashed")
+    assert crashed.verdict == "crashed"
+    assert "rss: the run recorded no samples of it." in crashed.reasons

@@ -1,0 +1,151 @@
+"""The command line: exit codes and one-sentence errors, against a fixture catalog."""
+
+from __future__ import annotations
+
+import io
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness import registry
+from harness.cli import build_parser, main
+from harness.cli.run import config_from_args, merge_budgets
+from harness.config import RunConfig, reproduce_command
+from harness.errors import UsageError
+from harness.parent.progress import ProgressLine, render
+from harness.parent.supervisor import Snapshot
+from tests.harness.conftest import spec
+
+
+@pytest.fixture(autouse=True)
+def catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PACKAGE", "tests.harness.fixtures.catalog")
+
+
+def fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI, expect exit 2 with one line on stderr and no traceback; return it."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_list_shows_scenarios_regressions_and_broken_modules(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "demo-leaky\n" in out and "regressions: keep-chunks, keep-nodes" in out
+    assert "demo-steady\n" in out and "regressions: none" in out
+    assert "broken-import\n    cannot be loaded:" in out and "broken on purpose" in out
+    assert "shared-helpers" not in out
+
+
+def test_unknown_scenario_suggests_the_closest(capsys: pytest.CaptureFixture[str]) -> None:
+    err = fails(["run", "demo-stedy"], capsys)
+    assert "unknown scenario 'demo-stedy' (did you mean 'demo-steady'" in err
+
+
+def test_unknown_regression_suggests_the_closest(capsys: pytest.CaptureFixture[str]) -> None:
+    err = fails(["run", "demo-leaky", "--inject", "keep-chunk"], capsys)
+    assert "no regression 'keep-chunk' (did you mean 'keep-chunks'" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--duration", "10x"], "--duration: cannot read duration '10x'"),
+        (["--duration", "10"], "--duration: duration '10' has no unit"),
+        (["--rss-ceiling", "lots"], "--rss-ceiling: cannot read size 'lots'"),
+        (["--budget", "rss 50"], "--budget: budget 'rss 50' names no metric"),
+        (["--target", "no_colon"], "--target 'no_colon' is not 'module:callable'"),
+        (["--gc-mode", "turbo"], "invalid choice: 'turbo'"),
+    ],
+)
+def test_malformed_values_are_one_sentence(
+    flags: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert expected in fails(["run", "demo-steady", *flags], capsys)
+
+
+def test_unwritable_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    err = fails(["run", "demo-steady", "--out", str(blocker / "run")], capsys)
+    assert f"cannot write to the output folder {blocker / 'run'}: Not a directory." in err
+    assert capsys.readouterr().out == ""
+
+
+def test_corrupt_samples_in_the_output_folder_is_not_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "samples.jsonl").write_text("{}\n")
+    err = fails(["run", "demo-steady", "--out", str(tmp_path)], capsys)
+    assert "already holds a run" in err
+
+
+def test_run_prints_verdict_reasons_and_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", spec("CRASHING"), "--duration", "5s", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert out.startswith(f"running crashing for 5 s in {tmp_path / 'run'}\n")
+    assert "crashing: crashed\n  - the scenario raised: RuntimeError: fixture failure" in out
+    assert out.endswith(
+        f"run folder: {tmp_path / 'run'}\nreport: {tmp_path / 'run' / 'report.html'}\n"
+    )
+    assert (tmp_path / "run" / "report.html").exists()
+    assert "\r" not in out  # quiet when stdout is not a terminal
+
+
+def test_reproduce_command_parses_back_to_the_same_config(tmp_path: Path) -> None:
+    config = RunConfig(
+        scenario=spec("LEAKY"), rundir=str(tmp_path), duration_s=90.0, max_ops=5000,
+        warmup_s=1.5, seed=7, gc_mode="server", timeout_s=300.0, heartbeat_s=12.0,
+        rss_ceiling=2_000_000_000, target="tests.harness.fixtures.scenarios:Healthy",
+        budgets=("rss: 50 MB/h", "kept: <= 4"),
+    )
+    argv = [*shlex.split(reproduce_command(config))[1:], "--out", str(tmp_path)]
+    _, parsed = config_from_args(build_parser().parse_args(argv))
+    assert parsed == config
+
+
+def test_cli_budgets_replace_the_same_kind_only() -> None:
+    merged = merge_budgets(("rss: 50 MB/h", "rss: <= 2 GiB", "kept: <= 4"), ("rss: 1 GB/h",))
+    assert merged == ("rss: 1 GB/h", "rss: <= 2 GiB", "kept: <= 4")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"duration_s": None}, "needs a duration or an op count"),
+        ({"gc_mode": "turbo"}, "unknown GC mode 'turbo'"),
+        ({"samplers": ("rss", "heap")}, "unknown sampler 'heap'"),
+        ({"options": {"f": object()}}, "plain JSON values"),
+    ],
+)
+def test_runconfig_refuses_bad_values(values: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        RunConfig(scenario="x", rundir="r", **values)  # type: ignore[arg-type]
+
+
+def test_progress_line_shows_time_rate_rss_and_two_gauges() -> None:
+    snap = Snapshot(elapsed_s=12.34, total_s=60.0, ops=4512, ops_per_s=876.4, phase="measure",
+                    rss=20_600_000, gauges={"ring": 256.0, "kept": 12.0, "third": 1.0})
+    assert render("healthy", snap) == (
+        "healthy  12.3/60 s  4,512 ops (876/s)  RSS 20.6 MB  ring=256  kept=12"
+    )
+    warming = Snapshot(0.4, None, 10, 25.0, "warmup", None)
+    assert render("x", warming) == "x  0.4 s  warm-up  10 ops (25/s)"
+
+
+def test_progress_line_redraws_in_place_only_on_a_terminal() -> None:
+    snap = Snapshot(1.0, 2.0, 5, 5.0, "measure", None)
+    for live, expected in ((True, "\r\x1b[K"), (False, "")):
+        stream = io.StringIO()
+        line = ProgressLine(stream, "x", live=live)
+        line.update(snap)
+        line.end()
+        assert stream.getvalue().startswith(expected) and ("\r" in stream.getvalue()) == live

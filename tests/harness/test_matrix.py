@@ -1,0 +1,67 @@
+"""The detection matrix: planning, sharding, early stop and the suite it writes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.parent.matrix import CheckOptions, parse_shard, plan, run_matrix
+from tests.harness.fixtures.scenarios import TOGGLE
+
+OTHER = replace(TOGGLE, name="other", regressions=("a", "b"))
+
+
+def test_plan_has_a_fixed_cell_and_one_per_regression() -> None:
+    labels = [c.label for c in plan([TOGGLE, OTHER])]
+    assert labels == [
+        "toggle[fixed]", "toggle[inject:keep-chunks]",
+        "other[fixed]", "other[inject:a]", "other[inject:b]",
+    ]
+
+
+def test_select_is_a_substring_or_a_glob() -> None:
+    assert [c.label for c in plan([TOGGLE, OTHER], "inject:a")] == ["other[inject:a]"]
+    assert len(plan([TOGGLE, OTHER], "other*")) == 3
+
+
+def test_shards_cover_every_cell_once() -> None:
+    cells = plan([TOGGLE, OTHER])
+    shards = [plan([TOGGLE, OTHER], shard=f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(c.label for s in shards for c in s) == sorted(c.label for c in cells)
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "x", "1-2"])
+def test_bad_shards_are_one_sentence(text: str) -> None:
+    with pytest.raises(UsageError, match="shard"):
+        parse_shard(text)
+
+
+def test_matrix_passes_fixed_catches_injected_and_stops_early(tmp_path: Path) -> None:
+    scenario = replace(TOGGLE, name=f"{ROOT_SPEC}:TOGGLE")
+    options = CheckOptions(out=tmp_path, jobs=2)
+    results = run_matrix(plan([scenario]), options)
+    verdicts = {r.cell.name: r.outcome.verdict for r in results}
+    assert verdicts == {"fixed": "pass", "inject:keep-chunks": "leak"}
+    assert all(r.correct for r in results)
+    injected = results[1].outcome.summary
+    assert injected.duration_s < 6.0  # stopped once certain, not at the full duration
+    assert injected.time_to_detect_s is not None
+
+    from reports.suite import write_suite_report
+
+    report = write_suite_report([r.outcome.rundir for r in results], tmp_path / "suite")
+    assert report.ok and report.index.exists() and report.junit.exists()
+
+
+def test_cell_correctness_rules() -> None:
+    fixed, injected = plan([TOGGLE])
+    assert fixed.correct("pass")
+    assert not any(fixed.correct(v) for v in ("suspicious", "leak", "crashed", "error"))
+    assert all(injected.correct(v) for v in ("leak", "crashed", "hung", "ceiling"))
+    assert not any(injected.correct(v) for v in ("pass", "suspicious", "error"))
+
+
+ROOT_SPEC = "tests.harness.fixtures.scenarios"

@@ -1,0 +1,217 @@
+"""Integration: real workers on fixture scenarios, one verdict each, nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.config import RunConfig, SamplerIntervals
+from harness.parent.runner import RunOutcome, run
+from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
+from harness.runfiles.reader import load_samples
+from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import load_run
+from tests.harness.conftest import ROOT, spec
+
+FAST = SamplerIntervals(rss_s=0.05, gauges_s=0.2, objects_s=1.0, garbage_s=1.0)
+
+
+def run_fixture(rundir: Path, name: str, **overrides: Any) -> RunOutcome:
+    values: dict[str, Any] = {"duration_s": 2.0, "warmup_s": 0.5, "intervals": FAST}
+    values.update(overrides)
+    return run(RunConfig(scenario=spec(name), rundir=str(rundir), **values))
+
+
+def test_healthy_run_passes_and_keeps_every_kind_of_sample(no_leftovers: Path) -> None:
+    outcome = run_fixture(no_leftovers, "HEALTHY", budgets=("rss: 2 GB/h", "ring: <= 256"))
+    data, summary = load_run(no_leftovers)
+    assert outcome.verdict == "pass", outcome.reasons
+    assert summary.verdict == "pass" and summary.ops > 500
+    assert 2.0 <= summary.duration_s < 3.0
+    assert len(data.rss) >= 20 and data.uss.v.min() > 0
+    assert data.gauges["ring"].v.max() == 256
+    assert data.warmup_end_s is not None and 0.5 <= data.warmup_end_s < 0.7
+    assert data.garbage_windows[-1]["final"] and len(data.object_windows) >= 2
+    assert data.event("end") is not None and data.event("malloc_trim") is not None
+    assert summary.command.startswith("leak-harness run tests.harness.fixtures.scenarios:HEALTHY")
+
+
+def test_cyclic_garbage_is_counted_explained_and_collected_in_server_mode(
+    no_leftovers: Path,
+) -> None:
+    outcome = run_fixture(no_leftovers, "CYCLIC", gc_mode="server", ballast_objects=300_000)
+    data = load_samples(no_leftovers / SAMPLES_FILE)
+    assert data.header["env"]["gc"]["mode"] == "server"
+    assert data.header["env"]["gc"]["ballast_objects"] == 300_000
+    windows = data.garbage_windows
+    assert len(windows) >= 2 and all(w["by_type"].get("Pair", 0) > 0 for w in windows)
+    assert ["Pair.partner", "Pair.partner"] in [c["path"] for c in windows[0]["cycles"]]
+    assert sum(e["collected"] for e in data.gc_events) > 1000  # gen-0/1 free the rest
+    assert "cyclic_garbage" in outcome.summary.metrics
+
+
+def test_leaking_run_fails_its_budget(no_leftovers: Path) -> None:
+    # The gauge level is the deterministic part of the verdict; the RSS rate's
+    # status is left to the analysis, whose interval can still be too wide at 3 s.
+    budgets = ("rss: 2 GB/h", "kept: <= 100")
+    outcome = run_fixture(no_leftovers, "LEAKY", duration_s=3.0, budgets=budgets)
+    assert outcome.verdict == "leak", outcome.reasons
+    assert any("'kept: <= 100'" in reason for reason in outcome.reasons)
+    rates = [m for m in outcome.summary.metrics.values() if m.get("budget") == "rss: 2 GB/h"]
+    assert rates and all(m["unit"] == "B/h" and m["value"] > 2e9 for m in rates)
+
+
+def test_crash_keeps_traceback_and_samples(no_leftovers: Path) -> None:
+    outcome = run_fixture(no_leftovers, "CRASHING", duration_s=10.0)
+    assert outcome.verdict == "crashed"
+    assert "fixture failure after 300 steps" in outcome.reasons[0]
+    traceback = (no_leftovers / TRACEBACK_FILE).read_text()
+    assert "RuntimeError: fixture failure" in traceback and "in step" in traceback
+    data = load_samples(no_leftovers / SAMPLES_FILE)
+    crash = data.event("crash")
+    assert crash is not None and crash["where"] == "step"
+    assert len(data.rss) >= 3 and data.event("end") is None
+
+
+def test_hang_is_killed_with_stacks_and_peers_die(no_leftovers: Path) -> None:
+    began = time.monotonic()
+    outcome = run_fixture(no_leftovers, "HANGING_WITH_PEERS", duration_s=30.0, heartbeat_s=1.5)
+    assert outcome.verdict == "hung", outcome.reasons
+    assert time.monotonic() - began < 1.5 + 6.0  # heartbeat limit + start-up and kill
+    assert "heartbeat" in outcome.reasons[0]
+    stacks = (no_leftovers / STACKS_FILE).read_text()
+    assert "wait_forever" in stacks and "in step" in stacks
+    for pid in map(int, (no_leftovers / "peers.txt").read_text().split()):
+        assert not alive(pid), f"peer {pid} survived the kill"
+
+
+def test_wall_clock_timeout_is_a_hang(no_leftovers: Path) -> None:
+    outcome = run_fixture(no_leftovers, "HANGING", duration_s=30.0, timeout_s=1.5)
+    assert outcome.verdict == "hung"
+    assert "timeout" in outcome.reasons[0]
+
+
+def test_rss_ceiling_kills_the_run(no_leftovers: Path) -> None:
+    outcome = run_fixture(no_leftovers, "BALLOON", duration_s=30.0, rss_ceiling=250_000_000)
+    assert outcome.verdict == "ceiling", outcome.reasons
+    assert "ceiling" in outcome.reasons[0]
+    assert outcome.summary.duration_s < 10.0
+    assert len(load_samples(no_leftovers / SAMPLES_FILE).rss) >= 1
+
+
+def test_stop_when_ends_the_run_early_and_cleanly(no_leftovers: Path) -> None:
+    seen: list[float] = []
+
+    def enough(data: RunData) -> bool:
+        seen.append(data.rss.t[-1] if len(data.rss) else 0.0)
+        return len(data.rss) > 0 and data.rss.t[-1] > 1.0
+
+    config = RunConfig(scenario=spec("HEALTHY"), rundir=str(no_leftovers), duration_s=30.0,
+                       warmup_s=0.5, intervals=FAST)
+    outcome = run(config, stop_when=enough)
+    data = load_samples(no_leftovers / SAMPLES_FILE)
+    end = data.event("end")
+    assert end is not None and end["reason"] == "stopped: SIGTERM"
+    assert 1.0 < outcome.summary.duration_s < 5.0 and seen
+    assert outcome.verdict in ("pass", "suspicious")  # a healthy fixture, cut short
+    assert any("stopped early" in reason for reason in outcome.reasons)
+
+
+def test_a_failing_stop_when_is_switched_off_and_noted(no_leftovers: Path) -> None:
+    def broken(data: RunData) -> bool:
+        raise LookupError("no such metric yet")
+
+    again = run(RunConfig(scenario=spec("HEALTHY"), rundir=str(no_leftovers),
+                          duration_s=1.5, warmup_s=0.2, intervals=FAST), stop_when=broken)
+    assert again.summary.extra["ending"] == "finished" and again.summary.duration_s >= 1.5
+    assert ("the early-stop check failed and was switched off: LookupError: no such metric yet"
+            in again.reasons)
+
+
+def test_ctrl_c_in_the_cli_still_analyses_partial_samples(no_leftovers: Path) -> None:
+    rundir = no_leftovers / "interrupted"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "60s",
+         "--warmup", "0.2s", "--out", str(rundir)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(lambda: progressed(rundir), 30.0)
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=30)
+    finally:
+        cli.kill()  # a no-op once it has exited; on a failed test it must not linger
+        cli.wait()
+    data, summary = load_run(rundir)
+    assert cli.returncode == 0, err
+    assert "interrupted by Ctrl-C" in out
+    assert "healthy: pass" in out or "healthy: suspicious" in out  # analysed, not failed
+    assert summary.extra["ending"] == "interrupted" and summary.duration_s < 30
+    assert data.event("end") is not None and len(data.rss) > 0
+
+
+def progressed(rundir: Path) -> bool:
+    path = rundir / SAMPLES_FILE
+    return path.exists() and '"type":"progress"' in path.read_text()
+
+
+def worker_pid(rundir: Path) -> int | None:
+    """The worker's pid from the samples header, once the header line is complete."""
+    path = rundir / SAMPLES_FILE
+    text = path.read_text() if path.exists() else ""
+    if "\n" not in text:
+        return None
+    return int(json.loads(text.split("\n", 1)[0])["env"]["pid"])
+
+
+def wait_for(condition: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+
+def test_a_killed_runner_takes_its_worker_down(no_leftovers: Path) -> None:
+    rundir = no_leftovers / "orphan"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", spec("HANGING"), "--duration", "60s",
+         "--out", str(rundir)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    worker: int | None = None
+    try:
+        wait_for(lambda: worker_pid(rundir) is not None, 30.0)
+        worker = worker_pid(rundir)
+    finally:
+        cli.kill()  # no finally, no cleanup in the runner: only the kernel's death signal
+        cli.wait()
+    assert worker is not None
+    try:
+        wait_for(lambda: not alive(worker), 10.0)
+    finally:
+        if alive(worker):  # the test failed: do not leave the orphan behind
+            os.killpg(worker, signal.SIGKILL)
+
+
+def test_a_worker_that_cannot_read_its_config_says_why(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"scenario": "x", "rundir": "r", "colour": 1}')
+    done = subprocess.run([sys.executable, "-m", "harness.worker", str(tmp_path / "config.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 3  # the harness's failure, not the scenario's
+    assert "unknown run config field 'colour'" in (tmp_path / TRACEBACK_FILE).read_text()

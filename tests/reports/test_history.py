@@ -1,0 +1,133 @@
+"""History: appends from concurrent writers, trends, and the noise-band flag."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.errors import UsageError
+from reports.history import (
+    append_suite,
+    check_latest,
+    flag_regressions,
+    noise_band,
+    trends,
+    write_trend_plots,
+)
+from tests.reports.synth import MB, write_summary_only
+
+WRITERS, SUITES, RUNS = 4, 15, 3
+START = datetime(2025, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def nightly(db: Path, base: Path, growths: list[float], scenario: str = "radix") -> None:
+    """One fixed run per night with the given growth (bytes per hour), 2 MB/h intervals."""
+    for night, growth in enumerate(growths):
+        rundir = write_summary_only(base / f"{scenario}-{night}", scenario, (), "pass", growth)
+        append_suite(db, [rundir], commit=f"c{night:06d}", when=START + timedelta(days=night))
+
+
+def _writer(db: Path, base: Path, writer: int, start: Any) -> None:
+    suites = [
+        [write_summary_only(base / f"w{writer}-s{suite}-r{run}", f"scenario-{run}", (), "pass",
+                            float(writer * 100 + suite * 10 + run) * MB) for run in range(RUNS)]
+        for suite in range(SUITES)
+    ]
+    start.wait()  # all writers hit the not-yet-existing database at once
+    for suite, rundirs in enumerate(suites):
+        append_suite(db, rundirs, commit=f"w{writer}", when=START + timedelta(days=suite))
+
+
+def test_concurrent_appends_from_four_processes_keep_every_row(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(WRITERS)
+    writers = [context.Process(target=_writer, args=(db, tmp_path, w, start))
+               for w in range(WRITERS)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        count = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    assert count == WRITERS * SUITES * RUNS
+
+
+def test_appending_the_same_suite_twice_adds_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    runs = [write_summary_only(tmp_path / "a", "radix"), tmp_path / "missing"]
+    first = append_suite(db, runs, commit="abc", when=START)
+    again = append_suite(db, runs, commit="abc", when=START + timedelta(days=1))
+    assert (first.added, again.added, again.already_present) == (1, 0, 1)
+    assert [path for path, _ in first.skipped] == [tmp_path / "missing"]
+
+
+def test_trends_keep_the_last_nights_per_series_oldest_first(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path, [float(i) * MB for i in range(20)])
+    injected = write_summary_only(tmp_path / "inj", "radix", ("lru-unlink",), "leak", 1e9)
+    append_suite(db, [injected], when=START)
+    found = trends(db, "radix", nights=14)
+    assert [t.column for t in found] == ["fixed", "inject:lru-unlink"]
+    points = found[0].points
+    assert len(points) == 14 and points[0].growth_per_h == 6 * MB
+    assert points[-1].recorded_at == START + timedelta(days=19) and points[-1].commit == "c000019"
+    assert points[-1].growth_ci == (17 * MB, 21 * MB)
+
+
+def test_a_jump_is_flagged_and_noise_is_not(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    noise = list(5 * MB + rng.normal(0, 2 * MB, 12))
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path, [*noise, 90 * MB])
+    flags = flag_regressions(db)
+    assert len(flags) == 1 and flags[0].direction == "up"
+    assert "grows more than usual" in flags[0].sentence
+    quiet = tmp_path / "quiet.sqlite"
+    nightly(quiet, tmp_path / "q", [*noise, 9 * MB])
+    assert flag_regressions(quiet) == []
+
+
+def test_noise_never_flags_over_many_histories(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    rng = np.random.default_rng(11)
+    for scenario in range(30):
+        nightly(db, tmp_path, list(20 * MB + rng.normal(0, 3 * MB, 10)), f"s{scenario}")
+    assert flag_regressions(db) == []
+
+
+def test_too_short_a_history_never_flags(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path, [1 * MB, 1 * MB, 500 * MB])
+    assert check_latest(trends(db)[0]) is None
+
+
+def test_band_floor_and_median() -> None:
+    band = noise_band([0.0, 0.0, 0.0, 0.0, 0.0])
+    assert band.centre == 0.0 and band.half == 10e6
+    assert noise_band([1e6, 2e6, 3e6, 1e9]).centre == 2.5e6  # one wild night barely moves it
+
+
+def test_trend_plots_one_per_scenario(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path, [5 * MB] * 8)
+    nightly(db, tmp_path, [1 * MB] * 3, scenario="mamba:lru")
+    written = write_trend_plots(db, tmp_path / "trends")
+    assert sorted(p.name for p in written) == ["trend-mamba-lru.png", "trend-radix.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+
+
+def test_a_file_that_is_not_a_database_is_a_sentence(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    db.write_text("not sqlite" * 100)
+    with pytest.raises(UsageError, match="not a history database"):
+        trends(db)

@@ -1,0 +1,95 @@
+"""Suite reports: the matrix, JUnit and the text summary, from shards of run folders."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from reports.suite import build_cells, write_suite_report
+from tests.reports.synth import GOLDEN, MB, write_summary_only
+
+
+def shards(tmp_path: Path) -> list[Path]:
+    """Two scenarios, fixed and injected each, spread over two shard folders; one cell wrong."""
+    one, two = tmp_path / "shard-1", tmp_path / "shard-2"
+    return [
+        write_summary_only(one / "a-fixed", "mamba-lru", (), "pass", 1 * MB),
+        write_summary_only(one / "a-inject", "mamba-lru", ("mamba-lru-unlink",), "leak",
+                           400 * MB),
+        write_summary_only(two / "b-fixed", "swa-lru", (), "suspicious", 60 * MB),  # wrong
+        write_summary_only(two / "b-inject", "swa-lru", ("swa-lru-unlink",), "crashed"),
+    ]
+
+
+def test_matrix_junit_and_text_from_several_shards(tmp_path: Path) -> None:
+    report = write_suite_report(shards(tmp_path), tmp_path / "suite",
+                                write_missing_reports=False)
+    assert [(c.scenario, c.column, c.correct) for c in report.cells] == [
+        ("mamba-lru", "fixed", True),
+        ("mamba-lru", "inject:mamba-lru-unlink", True),
+        ("swa-lru", "fixed", False),
+        ("swa-lru", "inject:swa-lru-unlink", True),
+    ]
+    assert not report.ok and [c.scenario for c in report.wrong] == ["swa-lru"]
+    index = report.index.read_text()
+    assert index.count('class="wrong"') == 1 and index.count('class="right"') == 3
+    assert "inject:swa-lru-unlink" in index and "expected pass" in index
+    assert report.summary.read_text() == report.text
+    assert "1 WRONG" in report.text and "swa-lru: suspicious." in report.text
+
+
+def test_junit_parses_with_one_testcase_per_cell(tmp_path: Path) -> None:
+    report = write_suite_report(shards(tmp_path), tmp_path / "suite",
+                                write_missing_reports=False)
+    root = ET.parse(report.junit).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert suite.get("tests") == "4" and suite.get("failures") == "1"
+    cases = suite.findall("testcase")
+    assert {(c.get("classname"), c.get("name")) for c in cases} == {
+        ("leak-harness.mamba-lru", "fixed"),
+        ("leak-harness.mamba-lru", "inject:mamba-lru-unlink"),
+        ("leak-harness.swa-lru", "fixed"),
+        ("leak-harness.swa-lru", "inject:swa-lru-unlink"),
+    }
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert len(failed) == 1 and failed[0].get("time") == "600.000"
+    failure = failed[0].find("failure")
+    assert failure is not None and "swa-lru: suspicious." in (failure.text or "")
+
+
+def test_cells_link_to_run_reports_written_on_the_way(tmp_path: Path) -> None:
+    golden = tmp_path / "nightly" / "golden"
+    shutil.copytree(GOLDEN, golden)
+    report = write_suite_report([golden], tmp_path / "out")
+    assert (golden / "report.html").exists()
+    assert 'href="../nightly/golden/report.html"' in report.index.read_text()
+    assert report.ok
+
+
+def test_an_injected_crash_the_fixed_run_shared_is_not_a_detection(tmp_path: Path) -> None:
+    runs = [write_summary_only(tmp_path / "f", "mamba-lru", (), "crashed"),
+            write_summary_only(tmp_path / "i", "mamba-lru", ("mamba-lru-unlink",), "crashed")]
+    cells = build_cells(runs, {})
+    assert [c.correct for c in cells] == [False, False]
+    assert "not a detection" in cells[1].why_wrong
+
+
+def test_expected_overrides_and_unreadable_folders(tmp_path: Path) -> None:
+    crashed = write_summary_only(tmp_path / "x", "himamba", ("stale-leaf",), "crashed")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    cells = build_cells([crashed, broken], {"himamba/inject:stale-leaf": "leak"})
+    by_name = {c.scenario: c for c in cells}
+    assert not by_name["himamba"].correct  # the override wanted "leak" exactly
+    assert by_name["broken"].verdict == "error" and not by_name["broken"].correct
+    with pytest.raises(ValueError, match="expected outcome"):
+        build_cells([crashed], {"himamba": "caught"})
+
+
+def test_repeated_cells_are_numbered(tmp_path: Path) -> None:
+    runs = [write_summary_only(tmp_path / f"r{i}", "radix", (), "pass") for i in range(2)]
+    assert [c.name for c in build_cells(runs, {})] == ["fixed", "fixed (run 2)"]
