@@ -85,7 +85,6 @@ def leaky(name: str, bytes_per_h: float) -> Scenario:
         name=name,
         description=f"bench: leaks {bytes_per_h / 1e6:g} MB/h into a bytearray",
         build=build,
-        factory="bench.leaky_scenarios:leaky",  # no cache: the workload is self-contained
         default_duration="90s",
         check_duration="60s",
         warmup="5s",

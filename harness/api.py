@@ -57,7 +57,6 @@ class Scenario:
     name: str
     description: str
     build: Callable[[RunContext], Workload]
-    factory: str
     regressions: tuple[str, ...] = ()
     default_duration: str = "60s"
     check_duration: str = "20s"

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from harness.analysis.units import parse_duration
-from harness.config import RunConfig
+from harness.configure import BudgetOverrides, scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.registry import load_scenario
@@ -71,7 +71,7 @@ class LeakRunner:
     def __call__(
         self,
         scenario: str,
-        budgets: Sequence[str] = (),
+        budgets: BudgetOverrides = (),
         inject: Sequence[str] = (),
         duration: str | None = None,
         seed: int = 0,
@@ -79,15 +79,16 @@ class LeakRunner:
     ) -> RunOutcome:
         spec = load_scenario(scenario)
         self.runs += 1
-        config = RunConfig(
-            scenario=scenario,
-            rundir=str(self.base / f"run{self.runs}"),
+        config = scenario_config(
+            spec,
+            self.base / f"run{self.runs}",
+            spec=scenario,
             duration_s=parse_duration(duration or self.duration or spec.check_duration),
-            warmup_s=parse_duration(spec.warmup),
-            inject=tuple(inject),
+            inject=inject,
             seed=seed,
-            gc_mode=gc_mode or spec.gc_mode,
-            budgets=tuple(budgets) or spec.budgets,
+            gc_mode=gc_mode,
+            budgets=budgets,
+            budgets_from="the leak marker's budgets",
         )
         if config.path.exists():
             shutil.rmtree(config.path)  # a re-run of the same test starts clean

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness.analysis.budgets import parse_budget
 from harness.analysis.units import parse_duration, parse_size
 from harness.api import Scenario
 from harness.cli.base import sigterm_as_interrupt
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
+from harness.configure import scenario_config
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine
 from harness.parent.runner import prepare_rundir, run
@@ -82,7 +82,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--rss-ceiling", help="kill the run above this RSS, like 4GiB (default half the RAM)")
     add("--target", help="cache factory module:callable to test instead of the default")
     add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",
-        help="override a budget, like 'rss: 50 MB/h' (repeatable)")
+        help="override a budget, like 'rss: 50 MB/h', or drop one: 'cyclic_garbage: off' "
+             "(repeatable)")
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
@@ -91,31 +92,25 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
     check_injections(scenario, inject)
     if args.target is not None and not _TARGET.match(args.target):
         raise UsageError(f"--target {args.target!r} is not 'module:callable'.")
-    config = RunConfig(
-        scenario=args.scenario,
-        rundir=str(Path(args.out) if args.out else default_rundir(scenario.name)),
-        duration_s=run_duration(args, scenario),
+    config = scenario_config(
+        scenario,
+        Path(args.out) if args.out else default_rundir(scenario.name),
+        spec=args.scenario,
+        duration_s=duration("--duration", args.duration) if args.duration else None,
         max_ops=args.ops,
-        warmup_s=duration("--warmup", args.warmup or scenario.warmup),
+        warmup_s=duration("--warmup", args.warmup) if args.warmup else None,
         inject=inject,
         seed=args.seed,
         target=args.target,
-        gc_mode=args.gc_mode or scenario.gc_mode,
+        gc_mode=args.gc_mode,
+        budgets=tuple(args.budget),
+        budgets_from="--budget",
         timeout_s=duration("--timeout", args.timeout) if args.timeout else None,
         heartbeat_s=(duration("--heartbeat", args.heartbeat) if args.heartbeat
                      else DEFAULT_HEARTBEAT_S),
         rss_ceiling=size("--rss-ceiling", args.rss_ceiling) if args.rss_ceiling else None,
-        budgets=merge_budgets(scenario.budgets, tuple(args.budget)),
     )
     return scenario, config
-
-
-def run_duration(args: argparse.Namespace, scenario: Scenario) -> float | None:
-    if args.duration:
-        return duration("--duration", args.duration)
-    if args.ops is not None:
-        return None  # an op count alone bounds the run
-    return duration("the scenario's default duration", scenario.default_duration)
 
 
 def duration(flag: str, text: str) -> float:
@@ -130,22 +125,6 @@ def size(flag: str, text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
-
-
-def merge_budgets(declared: tuple[str, ...], overrides: tuple[str, ...]) -> tuple[str, ...]:
-    """The scenario's budgets, each replaced by a command-line one of the same kind.
-
-    Same kind means same metric and same form (per hour, per kop, level), so
-    overriding ``rss: 100 MB/h`` keeps a declared ``rss: <= 2 GiB``.
-    """
-    merged: dict[tuple[str, str, str], str] = {}
-    for text in (*declared, *overrides):
-        try:
-            budget = parse_budget(text)
-            merged[(budget.metric, budget.kind, budget.per)] = text
-        except ValueError as exc:
-            raise UsageError(f"--budget: {exc}") from None
-    return tuple(merged.values())
 
 
 def default_rundir(name: str) -> Path:

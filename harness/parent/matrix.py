@@ -22,6 +22,7 @@ from harness.analysis.summary import summarize
 from harness.analysis.units import parse_duration
 from harness.api import Scenario
 from harness.config import RunConfig
+from harness.configure import scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.parent.supervisor import Snapshot
@@ -98,17 +99,16 @@ def parse_shard(text: str) -> tuple[int, int]:
 def cell_config(cell: Cell, options: CheckOptions) -> RunConfig:
     scenario = cell.scenario
     default = scenario.default_duration if options.nightly else scenario.check_duration
-    duration = parse_duration(options.duration or default)
-    return RunConfig(
-        scenario=scenario.name,
-        rundir=str(options.out / scenario.name / cell.name.replace(":", "-")),
-        duration_s=duration,
-        warmup_s=parse_duration(scenario.warmup),
+    return scenario_config(
+        scenario,
+        options.out / scenario.name / cell.name.replace(":", "-"),
+        duration_s=parse_duration(options.duration or default),
         inject=() if cell.inject is None else (cell.inject,),
         seed=options.seed,
         target=options.target,
-        gc_mode=options.gc_mode or scenario.gc_mode,
-        budgets=options.budgets or scenario.budgets,
+        gc_mode=options.gc_mode,
+        budgets=options.budgets,
+        budgets_from="--budget",
     )
 
 

@@ -158,6 +158,7 @@ def extra_fields(config: RunConfig, ending: Ending, analysis: Analysis | None) -
     """Facts beyond summary v1's fixed fields, for reports and for people."""
     extra: dict[str, Any] = {
         "rundir": str(config.path), "ending": ending.status, "exit_code": ending.exit_code,
+        "budgets": list(config.budgets),  # what was judged, after the overrides
     }
     if analysis is not None:
         full = analysis.to_json()

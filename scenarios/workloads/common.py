@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.api import Gauge, RunContext, Scenario
+from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
 
@@ -36,7 +37,7 @@ class CacheWorkload:
         options = {**cache_options, **ctx.options.get("cache", {})}
         load = dataclasses.replace(load, **ctx.options.get("load", {}))
         shape = dataclasses.replace(shape, **ctx.options.get("traffic", {}))
-        self.cache = ctx.factory(factory)(inject=ctx.inject, **options)
+        self.cache: PrefixCache = ctx.factory(factory)(inject=ctx.inject, **options)
         self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load)
         self._stats: dict[str, float] = {}
         self._stats_at = 0.0
@@ -92,7 +93,6 @@ def cache_scenario(
         name=name,
         description=description,
         build=build,
-        factory=factory,
         regressions=regressions,
         budgets=budgets,
         **timing,

@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from refcache.req import Req
+from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.traffic import Request, Traffic
 
 
@@ -59,7 +59,7 @@ class Running:
 
 
 class Scheduler:
-    def __init__(self, cache: Any, traffic: Traffic, load: Load) -> None:
+    def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load) -> None:
         self.cache, self.traffic, self.load = cache, traffic, load
         self.queue: deque[Request] = deque()
         self.running: list[Running] = []

@@ -10,8 +10,9 @@ import pytest
 
 from harness import registry
 from harness.cli import build_parser, main
-from harness.cli.run import config_from_args, merge_budgets
+from harness.cli.run import config_from_args
 from harness.config import RunConfig, reproduce_command
+from harness.configure import merge_budgets
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine, render
 from harness.parent.supervisor import Snapshot

@@ -1,0 +1,116 @@
+"""From a scenario and a face's choices to a RunConfig: the one builder.
+
+``leak-harness run``, ``check``, the pytest plugin and Python callers all come
+through :func:`scenario_config`, so the same choices give the same run and the
+same budgets whichever face asked. Each face parses its own input forms (flags,
+marker keywords) and decides which of the scenario's durations applies; the
+scenario's defaults and the budget rule live here.
+
+The budget rule: an override replaces the scenario's budget of the same metric
+and form (growth per hour, per 1000 operations, or a level) and keeps every
+other declared budget, so overriding ``rss: 100 MB/h`` keeps ``cyclic_garbage``
+and a declared ``rss: <= 2 GiB``. ``"<metric>: off"`` (or ``{metric: None}``)
+drops every declared budget on that metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.budgets import Budget, parse_budget
+from harness.analysis.units import parse_duration
+from harness.api import Scenario
+from harness.config import DEFAULT_HEARTBEAT_S, RunConfig
+from harness.errors import UsageError
+
+OFF = "off"
+# Budgets as a face takes them: strings ("rss: 50 MB/h", "rss: off") or a mapping
+# from metric to limit, where None switches the scenario's budgets on it off.
+BudgetOverrides = Sequence[str] | Mapping[str, str | None]
+
+
+def scenario_config(
+    scenario: Scenario,
+    rundir: Path,
+    *,
+    spec: str | None = None,
+    duration_s: float | None = None,
+    max_ops: int | None = None,
+    warmup_s: float | None = None,
+    inject: Sequence[str] = (),
+    seed: int = 0,
+    target: str | None = None,
+    gc_mode: str | None = None,
+    budgets: BudgetOverrides = (),
+    budgets_from: str = "budgets",
+    **limits: Any,
+) -> RunConfig:
+    """The RunConfig of one run of ``scenario``; None means the scenario's default.
+
+    ``spec`` is how the scenario was named (a registry name or ``module:ATTR``),
+    kept so the reproduce command names it the same way. ``limits`` are the
+    supervisor's limits (``timeout_s``, ``heartbeat_s``, ``rss_ceiling``).
+    Without a duration or an op count the run lasts the scenario's default
+    duration. ``budgets_from`` names the overrides' source (``--budget``) in errors.
+    """
+    if duration_s is None and max_ops is None:
+        duration_s = _parse("the scenario's default duration", scenario.default_duration)
+    limits.setdefault("heartbeat_s", DEFAULT_HEARTBEAT_S)
+    return RunConfig(
+        scenario=spec or scenario.name,
+        rundir=str(rundir),
+        duration_s=duration_s,
+        max_ops=max_ops,
+        warmup_s=_parse("the scenario's warm-up", scenario.warmup) if warmup_s is None
+        else warmup_s,
+        inject=tuple(inject),
+        seed=seed,
+        target=target,
+        gc_mode=gc_mode or scenario.gc_mode,
+        budgets=merge_budgets(scenario.budgets, budgets, budgets_from),
+        **limits,
+    )
+
+
+def merge_budgets(
+    declared: Sequence[str], overrides: BudgetOverrides, where: str = "budgets"
+) -> tuple[str, ...]:
+    """The scenario's budgets with the overrides applied (the rule in the module doc)."""
+    merged: dict[tuple[str, str, str], str] = {}
+    for text in declared:
+        budget = _budget(text, "the scenario's budgets")
+        merged[(budget.metric, budget.kind, budget.per)] = text
+    for text in override_texts(overrides, where):
+        metric, _, limit = text.partition(":")
+        if limit.strip().lower() == OFF:
+            merged = {key: kept for key, kept in merged.items() if key[0] != metric.strip()}
+            continue
+        budget = _budget(text, where)
+        merged[(budget.metric, budget.kind, budget.per)] = text
+    return tuple(merged.values())
+
+
+def override_texts(overrides: BudgetOverrides, where: str = "budgets") -> list[str]:
+    """Overrides as ``"metric: limit"`` strings; a mapping's None becomes ``off``."""
+    if isinstance(overrides, str):
+        raise UsageError(f"{where} must be a list of strings, not the string {overrides!r}.")
+    if isinstance(overrides, Mapping):
+        return [f"{metric}: {OFF if limit is None else limit}" for metric, limit in
+                overrides.items()]
+    return list(overrides)
+
+
+def _budget(text: str, where: str) -> Budget:
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def _parse(what: str, text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{what}: {exc}") from None

@@ -1,0 +1,70 @@
+"""One RunConfig builder: the same budget override gives the same budgets from every face."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.configure import merge_budgets, scenario_config
+from harness.errors import UsageError
+from harness.parent.matrix import CheckOptions, plan, run_matrix
+from harness.pytest_plugin import LeakRunner
+from harness.runfiles.summary import load_summary
+from tests.harness.conftest import spec
+from tests.harness.fixtures.scenarios import BUDGETED
+
+DECLARED = ("rss: 50 MB/h", "rss: <= 2 GiB", "cyclic_garbage: 0.5 /kop", "kept: <= 4")
+
+
+def test_an_override_replaces_the_same_metric_and_form_and_keeps_the_rest() -> None:
+    merged = merge_budgets(DECLARED, ["rss: 1 GB/h"])
+    assert merged == ("rss: 1 GB/h", "rss: <= 2 GiB", "cyclic_garbage: 0.5 /kop", "kept: <= 4")
+
+
+def test_off_drops_every_declared_budget_on_that_metric() -> None:
+    assert merge_budgets(DECLARED, ["rss: off"]) == ("cyclic_garbage: 0.5 /kop", "kept: <= 4")
+    assert merge_budgets(DECLARED, {"cyclic_garbage": None, "kept": "<= 9"}) == (
+        "rss: 50 MB/h", "rss: <= 2 GiB", "kept: <= 9",
+    )
+
+
+def test_a_bad_override_names_where_it_came_from() -> None:
+    with pytest.raises(UsageError, match=r"^--budget: budget 'rss 50' names no metric"):
+        merge_budgets(DECLARED, ["rss 50"], "--budget")
+    with pytest.raises(UsageError, match="list of strings"):
+        merge_budgets(DECLARED, "rss: 1 GB/h")
+
+
+def test_defaults_come_from_the_scenario(tmp_path: Path) -> None:
+    config = scenario_config(BUDGETED, tmp_path, spec=spec("BUDGETED"))
+    assert config.duration_s == 60.0 and config.warmup_s == 0.5
+    assert config.budgets == BUDGETED.budgets and config.scenario == spec("BUDGETED")
+    assert scenario_config(BUDGETED, tmp_path, max_ops=10).duration_s is None
+
+
+@pytest.mark.integration
+def test_cli_check_and_pytest_judge_the_same_budgets(
+    no_leftovers: Path, request: pytest.FixtureRequest
+) -> None:
+    overrides = ["rss: 3 GB/h", "cyclic_garbage: off"]
+    expected = ["rss: 3 GB/h", "rss: <= 4 GiB", "kept: <= 100"]
+
+    cli_dir = no_leftovers / "cli"
+    argv = ["run", spec("BUDGETED"), "--duration", "1.5s", "--out", str(cli_dir)]
+    assert main([*argv, *(f"--budget={b}" for b in overrides)]) == 0
+
+    options = CheckOptions(out=no_leftovers / "check", budgets=tuple(overrides))
+    # check names a scenario as the registry does; a spec stands in for the name here.
+    (cell,) = run_matrix(plan([replace(BUDGETED, name=spec("BUDGETED"))]), options)
+
+    runner = LeakRunner(request.node, no_leftovers / "pytest", "1.5s")
+    outcome = runner(spec("BUDGETED"), budgets=overrides)
+
+    for rundir in (cli_dir, cell.outcome.rundir, outcome.rundir):
+        summary = load_summary(rundir)
+        assert summary.verdict == "pass", summary.reasons
+        assert summary.extra["budgets"] == expected
+        assert [b["text"] for b in summary.extra["analysis"]["budgets"]] == expected
