@@ -21,12 +21,12 @@ import tracemalloc
 from pathlib import Path
 
 from harness.api import RunContext, Workload
-from harness.config import SAMPLER_NAMES, RunConfig
+from harness.config import RunConfig
 from harness.control import StopRequest
 from harness.registry import load_scenario
 from harness.runfiles.samples import SampleWriter
 from harness.worker.loop import Limits, drive
-from harness.worker.samplers import Sampler, build_samplers
+from harness.worker.samplers import SAMPLER_NAMES, Sampler, build_samplers
 from harness.worker.samplers.base import Clock, Sink
 
 CONTINUOUS = ("rss", "gc", "gauges")

@@ -44,11 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cpu_clock import LOG_FILE
 from bench.overhead_alone import CONTINUOUS, in_process
 from bench.record import Record, importable_here
-from harness.config import SAMPLER_NAMES, RunConfig, SamplerIntervals
+from harness.config import RunConfig, SamplerIntervals
 from harness.parent.runner import run
 from harness.registry import scenario_names
 from harness.runfiles.samples import SampleWriter
 from harness.verdicts import ENDING_VERDICTS
+from harness.worker.samplers import SAMPLER_NAMES
 
 TARGET = 0.03
 CPU_BOUND = 0.9  # cores a worker keeps busy without samplers: CPU-bound, not lag-bound

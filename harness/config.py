@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.worker.samplers import SAMPLER_NAMES
 
 GC_MODES = ("default", "server", "off")
-SAMPLER_NAMES = ("rss", "gc", "garbage", "objects", "gauges", "malloc_trim")
 # Without an explicit --timeout a run may overrun its duration by this much
 # (start-up, torch import, final garbage window on a big heap) before it is "hung".
 TIMEOUT_SLACK_S = 120.0
@@ -27,7 +27,7 @@ OPS_ONLY_TIMEOUT_S = 3600.0
 
 @dataclass(frozen=True)
 class SamplerIntervals:
-    """Seconds between samples, per sampler (see ``harness/samplers``)."""
+    """Seconds between samples, per sampler (see ``harness/worker/samplers``)."""
 
     rss_s: float = 0.1
     uss_s: float = 1.0  # USS reads /proc/<pid>/smaps: too costly for 10 Hz

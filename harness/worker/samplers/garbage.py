@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from harness.worker.samplers.base import Clock, Every, Sink, forced_collection
+from harness.worker.samplers.base import PeriodicSampler, forced_collection
 from harness.worker.samplers.cycles import explain_garbage, storage_bytes
 
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
@@ -23,39 +23,23 @@ EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
 Explainer = Callable[[list[object], int], list[dict[str, Any]]]
 
 
-class GarbageSampler:
+class GarbageSampler(PeriodicSampler):
     name = "garbage"
 
     def __init__(
         self, interval_s: float = 30.0, explainer: Explainer | None = explain_garbage
     ) -> None:
-        self._every = Every(interval_s)
+        # The first window comes one interval in (the default): the end-of-run
+        # window always runs, and a window at t=0 would only see the build's leftovers.
+        super().__init__(interval_s)
         self._explainer = explainer
-        self._sink: Sink | None = None
-        self._clock: Clock | None = None
-        self._ops = 0
 
     def unavailable(self) -> str | None:
         if not hasattr(gc, "DEBUG_SAVEALL"):
             return "this interpreter's gc has no DEBUG_SAVEALL"
         return None
 
-    def start(self, writer: Sink, clock: Clock) -> None:
-        self._sink, self._clock = writer, clock
-        # The first window comes one interval in: the end-of-run window always
-        # runs, and a window at t=0 would only see the build's leftovers.
-        self._every.next_at = clock() + self._every.interval_s
-
-    def poll(self, now: float, ops: int) -> None:
-        self._ops = ops
-        if self._every.due(now):
-            self.window(now)
-
-    def stop(self) -> None:
-        if self._clock is not None:
-            self.window(self._clock(), final=True)
-
-    def window(self, now: float, final: bool = False) -> None:
+    def take(self, now: float, final: bool = False) -> None:
         flags = gc.get_debug()
         first = len(gc.garbage)  # keep whatever was there before us
         with forced_collection():
@@ -67,9 +51,8 @@ class GarbageSampler:
                 gc.set_debug(flags)
                 del gc.garbage[first:]
                 freed = gc.collect()
-        assert self._sink is not None
-        self._sink.sample(
-            "garbage", now, ops=self._ops, collected=collected, freed=freed, final=final, **record
+        self.sink.sample(
+            "garbage", now, ops=self.ops, collected=collected, freed=freed, final=final, **record
         )
 
     def _read(self, first: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from harness.worker.samplers.base import Clock, Every, Sink, harness_is_collecting
+from harness.worker.samplers.base import PeriodicSampler, harness_is_collecting
 
 # If the main loop stalls, keep the newest collections and drop the oldest
 # instead of growing without bound (the sampler must never become the leak).
@@ -27,37 +27,27 @@ MAX_PENDING = 100_000
 Pending = tuple[int, int, int, float, float]  # gen, collected, uncollectable, pause_s, t
 
 
-class GcEventsSampler:
+class GcEventsSampler(PeriodicSampler):
     name = "gc"
 
     def __init__(self, flush_interval_s: float = 1.0) -> None:
-        self._every = Every(flush_interval_s)
+        super().__init__(flush_interval_s)
         self._pending: deque[Pending] = deque(maxlen=MAX_PENDING)
         self._began = 0.0
-        self._sink: Sink | None = None
-        self._clock: Clock | None = None
-        self._ops = 0
 
     def unavailable(self) -> str | None:
         if not hasattr(gc, "callbacks"):
             return "this interpreter has no gc.callbacks"
         return None
 
-    def start(self, writer: Sink, clock: Clock) -> None:
-        self._sink, self._clock = writer, clock
-        self._every.next_at = clock() + self._every.interval_s
+    def on_start(self, now: float) -> None:
+        super().on_start(now)
         gc.callbacks.append(self._on_gc)
-
-    def poll(self, now: float, ops: int) -> None:
-        self._ops = ops
-        if self._every.due(now):
-            self._flush(now)
 
     def stop(self) -> None:
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
-        if self._clock is not None:
-            self._flush(self._clock())
+        super().stop()
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if harness_is_collecting():
@@ -65,13 +55,13 @@ class GcEventsSampler:
         if phase == "start":
             self._began = time.perf_counter()
             return
-        assert self._clock is not None
         pause = time.perf_counter() - self._began
         self._pending.append(
-            (info["generation"], info["collected"], info["uncollectable"], pause, self._clock())
+            (info["generation"], info["collected"], info["uncollectable"], pause, self.now())
         )
 
-    def _flush(self, now: float) -> None:
+    def take(self, now: float, final: bool = False) -> None:
+        """Write the collections seen since the last flush."""
         young = {0: Totals(), 1: Totals()}
         while self._pending:
             gen, collected, uncollectable, pause, t = self._pending.popleft()
@@ -84,11 +74,10 @@ class GcEventsSampler:
                 self._write(now, gen, totals)
 
     def _write(self, t: float, gen: int, totals: Totals) -> None:
-        assert self._sink is not None
-        self._sink.sample(
+        self.sink.sample(
             "gc", t, gen=gen, count=totals.count, collected=totals.collected,
             uncollectable=totals.uncollectable, pause_s=round(totals.pause_s, 6),
-            max_pause_s=round(totals.max_pause_s, 6), ops=self._ops,
+            max_pause_s=round(totals.max_pause_s, 6), ops=self.ops,
         )
 
 

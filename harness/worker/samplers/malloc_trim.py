@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import psutil
 
-from harness.worker.samplers.base import Clock, Sink, forced_collection
+from harness.worker.samplers.base import BaseSampler, forced_collection
 
 
 def _load_trim() -> tuple[Callable[[int], int] | None, str | None]:
@@ -31,27 +31,21 @@ def _load_trim() -> tuple[Callable[[int], int] | None, str | None]:
     return trim, None
 
 
-class MallocTrimSampler:
+class MallocTrimSampler(BaseSampler):
+    """Not periodic: the probe runs once, at stop, after every other reading."""
+
     name = "malloc_trim"
 
     def __init__(self) -> None:
+        super().__init__()
         self._trim, self._why_not = _load_trim()
         self._process = psutil.Process()
-        self._sink: Sink | None = None
-        self._clock: Clock | None = None
-        self._ops = 0
 
     def unavailable(self) -> str | None:
         return self._why_not
 
-    def start(self, writer: Sink, clock: Clock) -> None:
-        self._sink, self._clock = writer, clock
-
-    def poll(self, now: float, ops: int) -> None:
-        self._ops = ops  # the probe itself runs once, at stop()
-
     def stop(self) -> None:
-        if self._trim is None or self._clock is None or self._sink is None:
+        if self._trim is None or not self.started:
             return
         # The incident's diagnosis in three numbers: RSS as it is, after a forced
         # full collection (cyclic garbage), after trimming (allocator retention).
@@ -61,7 +55,7 @@ class MallocTrimSampler:
         before = self._process.memory_info().rss
         returned = self._trim(0)
         after = self._process.memory_info().rss
-        self._sink.event(
-            "malloc_trim", self._clock(), rss_before_collect=untouched, rss_before=before,
-            rss_after=after, released=before - after, trimmed=bool(returned), ops=self._ops,
+        self.sink.event(
+            "malloc_trim", self.now(), rss_before_collect=untouched, rss_before=before,
+            rss_after=after, released=before - after, trimmed=bool(returned), ops=self.ops,
         )

@@ -12,48 +12,34 @@ from __future__ import annotations
 
 import objgraph
 
-from harness.worker.samplers.base import Clock, Every, Sink
+from harness.worker.samplers.base import PeriodicSampler
 
 TOP_TYPES = 50
 TOP_GROWTH = 20
 
 
-class ObjectsSampler:
+class ObjectsSampler(PeriodicSampler):
     name = "objects"
 
     def __init__(self, interval_s: float = 15.0) -> None:
-        self._every = Every(interval_s)
+        super().__init__(interval_s)
         self._previous: dict[str, int] = {}
-        self._sink: Sink | None = None
-        self._clock: Clock | None = None
-        self._ops = 0
 
     def unavailable(self) -> str | None:
         return None  # objgraph is a hard dependency and only needs the gc module
 
-    def start(self, writer: Sink, clock: Clock) -> None:
-        self._sink, self._clock = writer, clock
-        self.window(clock())  # the baseline the first growth is measured from
-        self._every.next_at = clock() + self._every.interval_s
+    def on_start(self, now: float) -> None:
+        self.take(now)  # the baseline the first growth is measured from
+        super().on_start(self.now())
 
-    def poll(self, now: float, ops: int) -> None:
-        self._ops = ops
-        if self._every.due(now):
-            self.window(now)
-
-    def stop(self) -> None:
-        if self._clock is not None:
-            self.window(self._clock())
-
-    def window(self, now: float) -> None:
+    def take(self, now: float, final: bool = False) -> None:
         counts: dict[str, int] = objgraph.typestats(shortnames=True)
         growth = grown(self._previous, counts) if self._previous else {}
         largest = sorted(counts, key=counts.__getitem__, reverse=True)[:TOP_TYPES]
         kept = {name: counts[name] for name in [*largest, *growth]}
         self._previous = counts
-        assert self._sink is not None
-        self._sink.sample(
-            "objects", now, ops=self._ops, counts=kept, growth=growth, total=sum(counts.values())
+        self.sink.sample(
+            "objects", now, ops=self.ops, counts=kept, growth=growth, total=sum(counts.values())
         )
 
 

@@ -31,30 +31,27 @@ import time
 
 import psutil
 
-from harness.worker.samplers.base import Clock, Every, Sink
+from harness.worker.samplers.base import Every, PeriodicSampler
 
 USS_BUDGET = 0.002  # the share of wall time USS reads may take (0.2%)
 
 
-class RssSampler:
+class RssSampler(PeriodicSampler):
     name = "rss"
 
     def __init__(
         self, interval_s: float = 0.1, uss_interval_s: float = 1.0, guard_s: float | None = 1.0
     ) -> None:
         """``guard_s``: how often the guard thread checks on the loop (None: no guard)."""
+        super().__init__(interval_s)
         self._process = psutil.Process()
-        self._every = Every(interval_s)
         self._uss_every = Every(uss_interval_s)
         self._uss_floor_s = uss_interval_s
         self._guard_s = guard_s
         self._uss_ok = True
-        self._ops = 0
         self._last_t = 0.0  # when the newest sample was taken, by either thread
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sink: Sink | None = None
-        self._clock: Clock | None = None
         self._lock = threading.Lock()  # the loop, the guard and stop() all take samples
 
     def unavailable(self) -> str | None:
@@ -64,44 +61,36 @@ class RssSampler:
             return f"psutil cannot read this process's memory: {exc}"
         return None
 
-    def start(self, writer: Sink, clock: Clock) -> None:
-        self._sink, self._clock = writer, clock
-        self._take(clock())
-        self._every.next_at = clock() + self._every.interval_s
+    def on_start(self, now: float) -> None:
+        self.take(now)
+        super().on_start(self.now())
         if self._guard_s is not None:
             self._thread = threading.Thread(target=self._watch, name="rss-guard", daemon=True)
             self._thread.start()
-
-    def poll(self, now: float, ops: int) -> None:
-        self._ops = ops  # an int store: safe to read from the guard thread
-        if self._every.due(now):
-            self._take(now)
 
     def stop(self) -> None:
         self._halt.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._clock is not None:
-            self._take(self._clock())
+        super().stop()
 
     def _watch(self) -> None:
         """Sample only while the loop is stuck in a step; otherwise sleep a second at a time."""
-        assert self._clock is not None and self._guard_s is not None
+        assert self._guard_s is not None
         wait = self._guard_s
         while not self._halt.wait(wait):
-            now = self._clock()
+            now = self.now()
             stalled = now - self._last_t >= 2 * self._every.interval_s
             if stalled:
-                self._take(now)
+                self.take(now)
             wait = self._every.interval_s if stalled else self._guard_s
 
-    def _take(self, now: float) -> None:
+    def take(self, now: float, final: bool = False) -> None:
         with self._lock:
             rss = self._process.memory_info().rss
             uss = self._uss(now) if self._uss_every.due(now) else None
-            assert self._sink is not None
-            self._sink.sample("rss", now, rss=rss, uss=uss, ops=self._ops)
+            self.sink.sample("rss", now, rss=rss, uss=uss, ops=self.ops)
             self._last_t = now
 
     def _uss(self, now: float) -> int | None:
