@@ -3,18 +3,10 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-
-def git_commit() -> str | None:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None
+from harness.runfiles.samples import short_commit
 
 
 def finish_suite(rundirs: Sequence[Path], out: Path, history: Path | None) -> int:
@@ -28,7 +20,7 @@ def finish_suite(rundirs: Sequence[Path], out: Path, history: Path | None) -> in
     print(f"suite report: {report.index}")
     flagged = []
     if history is not None:
-        added = append_suite(history, rundirs, commit=git_commit())
+        added = append_suite(history, rundirs, commit=short_commit())
         flagged = [f for f in flag_regressions(history) if f.direction == "up"]
         plots = write_trend_plots(history, out / "trends")
         print(f"history: {added.added} rows added to {history}; {len(plots)} trend plots in "

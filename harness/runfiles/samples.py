@@ -113,3 +113,13 @@ def git_commit() -> str:
     if done.returncode != 0:
         return "unknown (no commit)"
     return done.stdout.strip()
+
+
+def short_commit() -> str | None:
+    """The project's commit, abbreviated as history rows show it; None outside a repository.
+
+    Read in the project's own folder, never the caller's: run from inside
+    another repository, the current directory would give that one's commit.
+    """
+    commit = git_commit()
+    return None if commit.startswith("unknown") else commit[:7]
