@@ -13,14 +13,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis.runview import workload_end
 from harness.errors import UsageError
 from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, load_summary
+from harness.runfiles.summary import Summary, load_summary, upgrade
 from reports.compare_plot import draw_comparison, key_gauges
-from reports.fitline import fit_line
+from reports.fitline import stored_fit
 from reports.fmt import sig
 from reports.html import badge, esc, image, page, paragraph, section, table
 from reports.runinfo import Growth, column, describe_growth, garbage_per_kop, judged_growth
@@ -70,8 +69,11 @@ def load_side(letter: str, rundir: Path) -> Side:
     except UsageError:
         run = None  # the summary still has a verdict and maybe a growth
     growth = judged_growth(summary)
-    if growth is None and run is not None and len(run.rss):
-        fit = fit_line(run.rss, run.warmup_end_s, workload_end(run, run.ops))
+    if growth is None:
+        # No RSS growth metric: quote the stored line's slope (a version 1
+        # summary gets its lines from one re-analysis of its samples).
+        summary = upgrade(summary, run)
+        fit = stored_fit(summary, "rss")
         growth = Growth("rss_growth", fit.per_h, fit.ci, "B/h") if fit else None
     label = f"{letter}: {summary.scenario} · {column(summary)}"
     return Side(label, rundir, summary, run, growth)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from harness.analysis.trend import clean
-from harness.runfiles.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray, clean
 
 PIXELS = 1000  # about the plot width at the report's DPI
 IndexArray = npt.NDArray[np.intp]

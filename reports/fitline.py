@@ -1,10 +1,9 @@
 """The fitted growth line a memory plot draws, and the band of its 95% interval.
 
-The slope is the one the verdict was judged on (``Trend.judged``, see
-``harness.analysis.trend``), drawn over the samples it was fitted on: the
-whole measured window, the last third, the part after a step, or the floor
-under a sawtooth. The intercept is Theil–Sen's (median of ``v - slope * t``)
-over those samples, so the line sits where the judged samples are.
+The line is the one the verdict was judged on, read from ``summary.json``
+(version 2 stores it per series: :meth:`harness.runfiles.summary.Summary.fitted_line`).
+Reports never fit a line themselves, so a plot cannot disagree with its
+verdict, whatever the analysis code does after the run.
 
 The band shows the slope's interval as a fan pivoting at the middle of the
 window: lines with the low and the high slope through the fitted midpoint.
@@ -13,16 +12,19 @@ It says how fast the series may grow, not where each sample may fall.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from harness.analysis.metrics import BASIS_WORDS
-from harness.analysis.shapes import find_sawtooth
-from harness.analysis.trend import TAIL_FRACTION, Trend, clean, growth
-from harness.runfiles.rundata import FloatArray, Series
+from harness.analysis.basis import BASIS_WORDS
+from harness.runfiles.rundata import FloatArray
+from harness.runfiles.summary import Summary
 
 BAND_POINTS = 64
+NUMBER_KEYS = ("start_s", "end_s", "mid_value", "per_h", "analysed_from_s")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,19 @@ class FitLine:
     ci: tuple[float, float]
     basis: str  # ``Trend.basis``: all, floor, tail, after_step
     analysed_from_s: float  # first sample analysed, after any automatic warm-up cut
+
+    @classmethod
+    def from_json(cls, fit: Mapping[str, Any]) -> FitLine | None:
+        """The line a summary stores; None when a number it needs is missing or not finite."""
+        numbers = [x for x in map(_number, (fit.get(key) for key in NUMBER_KEYS)) if x is not None]
+        if len(numbers) < len(NUMBER_KEYS):
+            return None
+        start, end, mid, per_h, analysed = numbers
+        ci = fit.get("ci")
+        low, high = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
+        # A bound the analysis could not give (stored as null) collapses onto the line.
+        interval = (_or(_number(low), per_h), _or(_number(high), per_h))
+        return cls(start, end, mid, per_h, interval, str(fit.get("basis", "all")), analysed)
 
     @property
     def mid_s(self) -> float:
@@ -57,53 +72,15 @@ class FitLine:
         return t, np.minimum(low, high), np.maximum(low, high)
 
 
-def fit_line(
-    series: Series, warmup_s: float | None, end_s: float | None = None
-) -> FitLine | None:
-    """The judged growth line of ``series``, or None when too short to fit.
-
-    ``end_s`` is where the workload stopped (``runview.workload_end``): the
-    analysis judges nothing after it, so neither does the drawn line."""
-    t, v = clean(series.t, series.v)
-    if end_s is not None:
-        t, v = t[t <= end_s], v[t <= end_s]
-    trend = growth(t, v, warmup_s)
-    if trend is None:
-        return None
-    keep = t >= trend.start_s
-    t, v = t[keep], v[keep]
-    start = _fit_start(trend)
-    slope = trend.judged
-    fit_t, fit_v = _fitted_samples(t, v, trend, start)
-    per_s = slope.per_h / 3600.0
-    intercept = float(np.median(fit_v - per_s * fit_t))
-    mid = (start + trend.end_s) / 2.0
-    return FitLine(
-        start_s=start,
-        end_s=trend.end_s,
-        mid_v=intercept + per_s * mid,
-        per_h=slope.per_h,
-        ci=slope.ci,
-        basis=trend.basis,
-        analysed_from_s=trend.start_s,
-    )
+def stored_fit(summary: Summary, series: str = "rss") -> FitLine | None:
+    """The judged line of ``series`` from the summary, or None when it stores none."""
+    fit = summary.fitted_line(series)
+    return FitLine.from_json(fit) if fit is not None else None
 
 
-def _fit_start(trend: Trend) -> float:
-    if trend.basis == "tail":
-        return trend.end_s - TAIL_FRACTION * (trend.end_s - trend.start_s)
-    if trend.basis == "after_step" and trend.step is not None:
-        return trend.step.at_s
-    return trend.start_s
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _fitted_samples(
-    t: FloatArray, v: FloatArray, trend: Trend, start: float
-) -> tuple[FloatArray, FloatArray]:
-    """The samples the judged slope describes: the drop bottoms for a sawtooth."""
-    if trend.basis == "floor":
-        saw = find_sawtooth(t, v, trend.overall.per_h)
-        if saw is not None:
-            return saw.floor_t, saw.floor_v
-    keep = t >= start
-    return t[keep], v[keep]
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

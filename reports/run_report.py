@@ -13,7 +13,7 @@ from harness.errors import UsageError
 from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, load_summary
+from harness.runfiles.summary import Summary, load_summary, upgrade
 from reports.plot_gauges import gauges_plot
 from reports.plots import garbage_plot, gc_plot, rss_plot
 from reports.run_page import render_run_page
@@ -33,15 +33,27 @@ def write_run_report(
     Raises ``UsageError`` when ``summary.json`` is missing or unreadable.
     """
     rundir = Path(rundir)
-    summary = summary if summary is not None else load_summary(rundir)
-    load_error = None
-    if run is None:
-        run, load_error = _load_samples(rundir)
-    model = build_run_model(rundir, run, summary, load_error)
+    model = load_run_model(rundir, run=run, summary=summary)
     plots = write_plots(model, rundir)
     path = rundir / REPORT_FILE
     path.write_text(render_run_page(model, plots), encoding="utf-8")
     return path
+
+
+def load_run_model(
+    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None
+) -> RunModel:
+    """What the report of ``rundir`` shows, from its files (or the ones given).
+
+    An older summary is upgraded in memory (:func:`harness.runfiles.summary.upgrade`):
+    a version 1 summary stores no fitted lines, so its samples are re-analysed
+    once, here, and every plot draws from the result. The file stays as it is.
+    """
+    summary = summary if summary is not None else load_summary(rundir)
+    load_error = None
+    if run is None:
+        run, load_error = _load_samples(rundir)
+    return build_run_model(rundir, run, upgrade(summary, run), load_error)
 
 
 def write_plots(model: RunModel, out: Path) -> dict[str, Path | None]:

@@ -3,7 +3,8 @@
 :func:`build_run_model` turns the loaded samples and summary into rows and
 lines ready to render (metric table, cycle table, fitted RSS line); the HTML
 and the plots only lay them out. Everything the verdict says comes from
-``summary.json``; the samples add what a person needs to see why.
+``summary.json``, the fitted line included; the samples add what a person
+needs to see why.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from typing import Any
 
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.garbage import TypeTotal, garbage_by_type
-from harness.analysis.runview import workload_end
 from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
-from reports.fitline import FitLine, fit_line
+from reports.fitline import FitLine, stored_fit
 from reports.fmt import value_cells
 from reports.runinfo import column
 
@@ -77,8 +77,7 @@ def build_run_model(
     if run is None:
         return model
     model.warmup_s = warmup_of(run)
-    if len(run.rss):
-        model.rss_fit = fit_line(run.rss, model.warmup_s, workload_end(run, run.ops))
+    model.rss_fit = stored_fit(summary, "rss")
     model.cycles = cycle_rows(run.garbage_windows)
     model.cycle_errors = sorted({str(w["cycles_error"]) for w in run.garbage_windows
                                  if w.get("cycles_error")})

@@ -9,6 +9,8 @@ must not pay for numpy/scipy there.
 - :mod:`~harness.analysis.slope`: Theil–Sen slope, autocorrelation-honest interval
 - :mod:`~harness.analysis.shapes`: warm-up, sawtooth, step, sustained level
 - :mod:`~harness.analysis.trend`: ``growth`` -> ``Trend`` (per-hour growth of a series)
+- :mod:`~harness.analysis.basis`: the slopes a growth is judged on, their names
+- :mod:`~harness.analysis.fitline`: the judged line of a series, as summaries store it
 - :mod:`~harness.analysis.garbage_rate`: cyclic garbage per kop (young collections included)
 - :mod:`~harness.analysis.garbage`: garbage and live objects by type, collections per minute
 - :mod:`~harness.analysis.cycles`: ``explain_garbage`` (runs in the worker)

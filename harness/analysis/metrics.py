@@ -18,23 +18,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.analysis.basis import BASIS_SUFFIX
 from harness.analysis.shapes import SUSTAIN, Level
 from harness.analysis.slope import Slope
 from harness.analysis.trend import Trend
 from harness.analysis.units import format_rate
-
-BASIS_SUFFIX = {
-    "all": "growth",
-    "floor": "floor_growth",
-    "tail": "tail_growth",
-    "after_step": "after_step_growth",
-}
-BASIS_WORDS = {
-    "all": "growth",
-    "floor": "growth of the post-collection floor",
-    "tail": "growth in the last third",
-    "after_step": "growth after the step",
-}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from harness.analysis import garbage as gb
+from harness.analysis.basis import BASIS_WORDS
 from harness.analysis.budgets import Budget
-from harness.analysis.metrics import BASIS_WORDS, judged_name
+from harness.analysis.fitline import FittedLine, fitted_line
+from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
@@ -80,6 +82,15 @@ class RunView:
             self._trends[key] = growth(s.t[keep], s.v[keep], self.warmup_s)
         return self._trends[key]
 
+    def fit(self, name: str, end_s: float) -> FittedLine | None:
+        """The line the growth of ``name`` was judged on, for plots to draw."""
+        trend = self.trend(name, end_s)
+        if trend is None:
+            return None
+        s = self.series[name]
+        keep = s.t <= end_s
+        return fitted_line(s.t[keep], s.v[keep], trend, s.unit)
+
     def level(self, name: str, end_s: float) -> Level | None:
         s = self.series[name]
         keep = (s.t >= self.start_s) & (s.t <= end_s) & np.isfinite(s.v)
@@ -121,11 +132,16 @@ class RunView:
         return judged, judged_name(name, trend)
 
     def shape_details(self) -> dict[str, Any]:
-        """Per series: measured window, judged basis and shapes found (JSON-able)."""
+        """Per series: measured window, judged basis, shapes found and the fitted line.
+
+        JSON-able. ``fit`` is :meth:`FittedLine.to_json`: what a report draws,
+        so that it shows the line the verdict was judged on without re-fitting.
+        """
         found: dict[str, Any] = {}
         for name in self.series:
             trend = self.trend(name, self.end_s)
-            if trend is None:
+            fit = self.fit(name, self.end_s)
+            if trend is None or fit is None:
                 continue
             step = trend.step
             found[name] = {
@@ -137,6 +153,7 @@ class RunView:
                 "sped_up": trend.sped_up,
                 "drops": trend.drops,
                 "step": {"at_s": step.at_s, "height": step.height} if step else None,
+                "fit": fit.to_json(),
             }
         return found
 

@@ -26,10 +26,10 @@ should be judged on (``Trend.basis``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from harness.analysis.basis import Basis
 from harness.analysis.shapes import (
     Step,
     find_sawtooth,
@@ -38,14 +38,12 @@ from harness.analysis.shapes import (
     warmup_end,
 )
 from harness.analysis.slope import Slope, residuals, robust_spread, sen_slope
-from harness.runfiles.rundata import FloatArray
+from harness.runfiles.rundata import FloatArray, clean
 
 MIN_SAMPLES = 8
 TAIL_FRACTION = 1 / 3
 PLATEAU_RATIO = 0.5  # the tail must be confidently under half the overall slope
 RISE_SPREADS = 4.0  # and the series must have risen by 4 sd of the tail's wobble
-
-Basis = Literal["all", "floor", "after_step", "tail"]
 
 
 @dataclass(frozen=True)
@@ -111,17 +109,6 @@ def growth(
     if overall is None:
         return None
     return _shapes(t, v, overall)
-
-
-def clean(t: FloatArray, v: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Float arrays without NaN samples, sorted by time (loaders may interleave)."""
-    t, v = np.asarray(t, dtype=np.float64), np.asarray(v, dtype=np.float64)
-    finite = np.isfinite(t) & np.isfinite(v)
-    t, v = t[finite], v[finite]
-    if t.size > 1 and np.any(np.diff(t) < 0):
-        order = np.argsort(t, kind="stable")
-        t, v = t[order], v[order]
-    return t, v
 
 
 def _shapes(t: FloatArray, v: FloatArray, overall: Slope) -> Trend:

@@ -19,7 +19,9 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                ``crash``, ``end``, ...) and event-specific fields
 - ``progress``: ``ops``, ``ops_per_s``, ``phase`` (``warmup`` or ``measure``)
 
-Analysis works on this structure only (pure functions over numpy arrays).
+Analysis works on this structure only (pure functions over numpy arrays);
+:func:`clean` gives the finite samples of a series in time order, which both
+the analysis and the plots start from.
 """
 
 from __future__ import annotations
@@ -74,3 +76,14 @@ class RunData:
         """The last event of that name, or None."""
         found = [e for e in self.events if e.get("name") == name]
         return found[-1] if found else None
+
+
+def clean(t: FloatArray, v: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Float arrays without NaN samples, sorted by time (loaders may interleave)."""
+    t, v = np.asarray(t, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    finite = np.isfinite(t) & np.isfinite(v)
+    t, v = t[finite], v[finite]
+    if t.size > 1 and np.any(np.diff(t) < 0):
+        order = np.argsort(t, kind="stable")
+        t, v = t[order], v[order]
+    return t, v

@@ -10,8 +10,16 @@ import pytest
 
 from harness.config import RunConfig
 from harness.errors import UsageError
+from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.reader import load_samples
-from harness.runfiles.summary import Summary, load_run, load_summary, write_summary
+from harness.runfiles.summary import (
+    Summary,
+    load_run,
+    load_summary,
+    upgrade,
+    upgrade_from_v1,
+    write_summary,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "run-v1"
 
@@ -91,8 +99,28 @@ def test_summary_round_trips_and_unknown_versions_are_refused(tmp_path: Path) ->
     assert load_summary(tmp_path) == original
     data = json.loads((tmp_path / "summary.json").read_text())
     (tmp_path / "summary.json").write_text(json.dumps({**data, "version": 7}))
-    with pytest.raises(UsageError, match="summary version 7; this leak-harness reads version 1"):
+    with pytest.raises(UsageError, match="summary version 7; this leak-harness reads versions 1"):
         load_summary(tmp_path)
+
+
+def test_v1_summary_is_upgraded_in_memory_from_its_samples(tmp_path: Path) -> None:
+    data, summary = load_run(GOLDEN)
+    assert summary.version == 1
+    upgraded = upgrade(summary, data)
+    assert upgraded.version == 2
+    assert (upgraded.verdict, upgraded.metrics) == (summary.verdict, summary.metrics)
+    assert isinstance(upgraded.extra["analysis"]["series"], dict)  # re-analysed, with details
+    assert upgrade(summary, None) == summary  # no samples: nothing to re-analyse
+    assert upgrade(upgraded, None) is upgraded  # already current
+    write_summary(tmp_path, upgraded)
+    assert load_summary(tmp_path) == upgraded
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["version"] == 2
+
+
+def test_v1_upgrade_keeps_the_summary_when_its_budgets_cannot_be_analysed() -> None:
+    data, summary = load_run(GOLDEN)
+    data.header["config"]["budgets"] = ["rss: fast"]
+    assert upgrade_from_v1(summary, data) == summary
 
 
 def test_summary_refuses_an_unknown_verdict() -> None:

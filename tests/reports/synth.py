@@ -1,9 +1,10 @@
-"""Synthetic run folders in the v1 result formats, for the report tests.
+"""Synthetic run folders in the current result formats, for the report tests.
 
 :func:`write_run` writes ``samples.jsonl`` line by line as the worker would,
 then analyses it with the real ``summarize`` and writes ``summary.json`` as the
 runner would, so reports see exactly what a real run leaves behind.
 :func:`write_summary_only` is the cheap form for tests that read summaries only.
+:func:`as_v1` turns a folder's summary into what a version 1 runner wrote.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.summary import summarize
+from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.summary import Summary, write_summary
 
@@ -47,18 +49,30 @@ def write_run(
     """
     rundir.mkdir(parents=True, exist_ok=True)
     records = _records(scenario, injected, growth_per_h, garbage_per_op, duration_s, hz, seed)
-    with (rundir / "samples.jsonl").open("w", encoding="utf-8") as out:
+    with (rundir / SAMPLES_FILE).open("w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record, separators=(",", ":")) + "\n")
-    analysis = summarize(load_samples(rundir / "samples.jsonl"), BUDGETS, 60.0)
+    analysis = summarize(load_samples(rundir / SAMPLES_FILE), BUDGETS, 60.0)
+    full = analysis.to_json()
     summary = Summary(
         scenario=scenario, injected=list(injected), verdict=verdict or analysis.verdict,
         reasons=list(reasons if reasons is not None else analysis.reasons),
         metrics=analysis.to_json()["metrics"], time_to_detect_s=analysis.time_to_detect_s,
         duration_s=duration_s, ops=int(duration_s * 1000), command=_command(scenario, injected),
-        extra={"rundir": str(rundir), "ending": "finished"},
+        extra={"rundir": str(rundir), "ending": "finished", "window_s": full["window_s"],
+               "analysis": full["details"]},
     )
     write_summary(rundir, summary)
+    return rundir
+
+
+def as_v1(rundir: Path) -> Path:
+    """Rewrite ``summary.json`` as version 1 had it: the same fields, no fitted lines."""
+    path = rundir / SUMMARY_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for details in data["extra"].get("analysis", {}).get("series", {}).values():
+        details.pop("fit", None)
+    path.write_text(json.dumps({**data, "version": 1}, indent=2) + "\n", encoding="utf-8")
     return rundir
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.runfiles.rundata import Series
+from harness.analysis.summary import summarize
+from harness.runfiles.rundata import RunData, Series
 from reports.downsample import envelope
-from reports.fitline import fit_line
+from reports.fitline import FitLine
 from reports.fmt import format_growth, sig, time_unit, value_cells
 from reports.plotdata import garbage_stack, gc_totals
 
@@ -60,6 +61,12 @@ def test_time_unit_by_span() -> None:
     assert time_unit(40)[1] == "seconds"
     assert time_unit(600)[1] == "minutes"
     assert time_unit(86_400)[1] == "hours"
+
+
+def fit_line(series: Series, warmup_s: float | None) -> FitLine | None:
+    """The RSS line a fresh summary stores for ``series``, as a report reads it."""
+    details = summarize(RunData(header={}, rss=series), [], warmup_s).details["series"]
+    return FitLine.from_json(details["rss"]["fit"]) if "rss" in details else None
 
 
 def test_fit_line_recovers_slope_and_passes_through_the_data() -> None:

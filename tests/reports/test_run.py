@@ -1,4 +1,4 @@
-"""Run reports: every file written, the page says what the summary says."""
+"""Run reports: every file written, the page says what the summary says, the line it judged."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from reports.run_report import write_run_report
-from tests.reports.synth import GOLDEN, MB, write_run
+from harness.runfiles.names import SUMMARY_FILE
+from harness.runfiles.summary import SUMMARY_VERSION, load_summary
+from reports.fitline import FitLine
+from reports.run_report import load_run_model, write_run_report
+from tests.reports.synth import GOLDEN, MB, as_v1, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -76,6 +79,38 @@ def test_golden_v1_run_renders(tmp_path: Path) -> None:
     text = page_text(rundir)
     assert ">pass</span>" in text and "leak-harness run tests.harness.fixtures" in text
     assert (rundir / "rss.png").exists() and (rundir / "gauges.png").exists()
+    model = load_run_model(rundir)
+    assert model.summary.version == 2  # upgraded; 6 RSS samples are too few for a line
+    assert model.rss_fit is None and model.summary.metrics == load_summary(GOLDEN).metrics
+
+
+def test_a_fresh_summary_stores_the_judged_line_and_the_plot_draws_it(leaking: Path) -> None:
+    summary = load_summary(leaking)
+    assert summary.version == SUMMARY_VERSION == 2
+    fit = summary.fitted_line("rss")
+    assert fit is not None and fit["unit"] == "B/h" and fit["value_unit"] == "B"
+    assert fit["basis"] in ("all", "floor", "tail", "after_step")
+    assert fit["analysed_from_s"] <= fit["start_s"] < fit["end_s"]
+    judged = [m for name, m in summary.metrics.items()
+              if name.startswith("rss_") and m.get("status")]
+    assert [(m["value"], m["ci"]) for m in judged] == [(fit["per_h"], fit["ci"])]  # the verdict's
+    assert summary.fitted_line("tree_nodes") is not None  # every series with a trend has one
+    model = load_run_model(leaking)
+    assert model.rss_fit is not None and model.rss_fit == FitLine.from_json(fit)
+
+
+def test_a_v1_folder_renders_with_the_line_from_one_re_analysis(
+    leaking: Path, tmp_path: Path
+) -> None:
+    rundir = as_v1(Path(shutil.copytree(leaking, tmp_path / "v1")))
+    written = (rundir / SUMMARY_FILE).read_bytes()
+    assert load_summary(rundir).version == 1 and load_summary(rundir).fitted_line("rss") is None
+    write_run_report(rundir)
+    model = load_run_model(rundir)
+    assert model.summary.version == 2 and model.summary.verdict == "leak"
+    assert model.rss_fit is not None and model.rss_fit == load_run_model(leaking).rss_fit
+    assert (rundir / "rss.png").exists() and ">leak</span>" in page_text(rundir)
+    assert (rundir / SUMMARY_FILE).read_bytes() == written  # upgraded in memory only
 
 
 def test_run_without_readable_samples_still_gets_a_page(tmp_path: Path) -> None:
