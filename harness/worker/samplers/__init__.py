@@ -14,6 +14,7 @@ from harness.worker.samplers.base import PeriodicSampler, Sampler
 from harness.worker.samplers.garbage import GarbageSampler
 from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.gc_events import GcEventsSampler
+from harness.worker.samplers.heap import HeapSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
 from harness.worker.samplers.objects import ObjectsSampler
 from harness.worker.samplers.rss import RssSampler
@@ -22,11 +23,12 @@ if TYPE_CHECKING:  # the config names samplers from this registry: no import at 
     from harness.config import RunConfig
 
 # The order in which samplers start, poll and stop. It matters at the end: the
-# gc hook goes first, the garbage window and the malloc_trim probe run after
-# the last gauge and object readings, and the RSS sampler stops last so its
-# final sample follows the probe.
+# gc hook goes first, the last heap, gauge and object readings come before the
+# garbage window and the malloc_trim probe (both force a collection), and the
+# RSS sampler stops last so its final sample follows the probe.
 SAMPLER_TYPES = (
-    GcEventsSampler, GaugesSampler, ObjectsSampler, GarbageSampler, MallocTrimSampler, RssSampler,
+    GcEventsSampler, HeapSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
+    MallocTrimSampler, RssSampler,
 )
 SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
 
@@ -36,6 +38,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
     every = config.intervals
     made: list[Sampler] = [
         GcEventsSampler(every.gc_flush_s),
+        HeapSampler(every.heap_s),
         GaugesSampler(gauges, every.gauges_s),
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),

@@ -1,0 +1,110 @@
+"""The exact byte signals: the C heap sees malloc'd bytes, the block count sees objects."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import pytest
+
+from harness.worker.samplers.heap import HeapSampler, cuda_unavailable, load_heap_reader
+from tests.harness.test_samplers import FakeClock, Recorder
+
+MB = 1_000_000
+glibc_only = pytest.mark.skipif(load_heap_reader()[0] is None, reason="needs glibc mallinfo2")
+
+
+@glibc_only
+def test_heap_sees_native_malloc_to_the_byte() -> None:
+    read, _ = load_heap_reader()
+    assert read is not None
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = read()
+    chunks = [libc.malloc(64_000) for _ in range(50)]  # arena chunks, not mmapped
+    grown = read() - before
+    for chunk in chunks:
+        libc.free(chunk)
+    assert 50 * 64_000 <= grown < 50 * 64_000 + 64_000  # chunk headers only
+
+
+@glibc_only
+def test_heap_sampler_writes_heap_and_blocks_and_stops_with_a_last_reading() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler(interval_s=0.1)
+    sampler.start(sink, clock)
+    kept = [bytearray(10_000) for _ in range(200)]  # 2 MB through malloc
+    clock.now = 0.1
+    sampler.poll(0.1, ops=7)
+    sampler.stop()
+    lines = sink.of("heap")
+    assert [line["t"] for line in lines] == [0.0, 0.1, 0.1]
+    assert lines[1]["heap"] - lines[0]["heap"] >= 2 * MB and lines[1]["ops"] == 7
+    assert all(line["py_blocks"] > 0 for line in lines)
+    del kept
+
+
+def test_python_blocks_count_small_objects_that_bypass_malloc() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler(interval_s=0.1)
+    sampler.start(sink, clock)
+    kept = [[i] for i in range(20_000)]  # small objects: pymalloc arenas
+    sampler.stop()
+    first, last = sink.of("heap")[0], sink.of("heap")[-1]
+    assert last["py_blocks"] - first["py_blocks"] >= 20_000
+    del kept
+
+
+def test_cuda_is_unavailable_with_a_reason_on_this_cpu_build() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler()
+    sampler.start(sink, clock)
+    sampler.stop()
+    unavailable = [e for e in sink.of("event") if e["name"] == "signal_unavailable"]
+    reasons = {e["signal"]: e["reason"] for e in unavailable}
+    assert "cuda" in reasons and "cuda_allocated" not in sink.of("heap")[0]
+    if "torch" not in sys.modules:
+        assert reasons["cuda"] == "the workload does not use torch"
+
+
+def test_cuda_reason_when_torch_sees_no_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoDevice:
+        class cuda:
+            @staticmethod
+            def is_available() -> bool:
+                return False
+
+    monkeypatch.setitem(sys.modules, "torch", NoDevice)
+    assert cuda_unavailable() == "torch sees no CUDA device"
+
+
+def test_cuda_allocator_bytes_are_sampled_when_torch_sees_a_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class WithDevice:
+        class cuda:
+            allocated = 1_000
+
+            @staticmethod
+            def is_available() -> bool:
+                return True
+
+            @classmethod
+            def memory_allocated(cls) -> int:
+                cls.allocated += 4_096
+                return cls.allocated
+
+            @staticmethod
+            def memory_reserved() -> int:
+                return 2 * MB
+
+    monkeypatch.setitem(sys.modules, "torch", WithDevice)
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler()
+    sampler.start(sink, clock)
+    sampler.stop()
+    first, last = sink.of("heap")[0], sink.of("heap")[-1]
+    assert last["cuda_allocated"] - first["cuda_allocated"] == 4_096
+    assert last["cuda_reserved"] == 2 * MB
+    assert not [e for e in sink.of("event") if e.get("signal") == "cuda"]
