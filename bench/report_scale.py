@@ -106,7 +106,7 @@ def measure(rundir: Path) -> None:
     from harness.analysis.summary import summarize
     from harness.runfiles.reader import load_samples
     from harness.runfiles.summary import Summary, write_summary
-    from reports.run_report import write_run_report
+    from reports.run import write_run_report
 
     start = time.perf_counter()
     run = load_samples(rundir / "samples.jsonl")

@@ -98,7 +98,7 @@ class LeakRunner:
 
 
 def _write_report(rundir: Path) -> Path | None:
-    from reports.run_report import write_run_report
+    from reports.run import write_run_report
 
     try:
         return write_run_report(rundir)

@@ -1,11 +1,17 @@
-"""Report generators: read run folders through ``harness.results``, write PNG, HTML, JUnit, history.
+"""Report generators: read run folders through ``harness.runfiles``, write PNG, HTML, JUnit.
 
-Entry points (import the module you need; this package imports nothing, so
-``import reports`` stays cheap and matplotlib loads only when a plot is drawn):
+One package per thing rendered; import the one you need. This package imports
+nothing, so ``import reports`` stays cheap, and matplotlib loads only when a
+plot is drawn (:mod:`reports.render.figure`).
 
-- :func:`reports.run_report.write_run_report`: plots and ``report.html`` of one run
-- :func:`reports.suite.write_suite_report`: detection matrix, ``junit.xml``, text summary
-- :func:`reports.compare.write_comparison`: two runs on shared axes, growth ratio
+- :mod:`reports.run`: ``write_run_report``, the plots and ``report.html`` of one run
+- :mod:`reports.suite`: ``write_suite_report``, the detection matrix, ``junit.xml``, text
+- :mod:`reports.compare`: ``write_comparison``, two runs on shared axes, growth ratio
 - :mod:`reports.history`: ``append_suite``, ``trends``, ``flag_regressions``,
   ``write_trend_plots`` over an SQLite history
+- :mod:`reports.render`: what they share: HTML pieces, number formats, figures,
+  downsampling, the fitted line as ``summary.json`` stores it
+
+Reports draw what the summary judged: numbers and fitted lines come from
+``summary.json``; the samples only add the curves to draw them over.
 """

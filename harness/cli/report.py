@@ -44,7 +44,7 @@ class ReportCommand:
         parser.add_argument("--history", type=Path, help="append the runs to this database")
 
     def run(self, args: argparse.Namespace) -> int:
-        from reports.run_report import write_run_report
+        from reports.run import write_run_report
 
         rundirs = find_rundirs(args.paths)
         if len(rundirs) == 1 and args.out is None and args.history is None:

@@ -61,7 +61,7 @@ class RunCommand:
 
 
 def write_report(rundir: Path) -> Path:
-    from reports.run_report import write_run_report  # lazy: matplotlib stays off the run path
+    from reports.run import write_run_report  # lazy: matplotlib stays off the run path
 
     return write_run_report(rundir)
 

@@ -4,7 +4,8 @@ A run folder holds what the parent hands the worker (``config.json``), what the
 worker streams (``samples.jsonl``), the control files both sides touch
 (``heartbeat``, ``stop``), what a failure leaves (``traceback.txt``,
 ``stacks.txt``, ``worker.log``), the verdict (``summary.json``) and the report
-(``report.html`` with its plots).
+(``report.html`` with its plots, ``rss.png``, ``gc.png``, ``garbage.png`` and
+``gauges.png``).
 """
 
 from __future__ import annotations
@@ -18,3 +19,7 @@ TRACEBACK_FILE = "traceback.txt"
 WORKER_LOG = "worker.log"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+RSS_PLOT = "rss.png"
+GC_PLOT = "gc.png"
+GARBAGE_PLOT = "garbage.png"
+GAUGES_PLOT = "gauges.png"

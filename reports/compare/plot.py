@@ -10,17 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from reports.downsample import envelope
-from reports.figure import COLOURS, TimeScale, corner_text, count_axis, new_figure, save
-from reports.plotdata import cumulative_collected
-from reports.plots import span_of
-from reports.runinfo import describe_growth
+from reports.render.downsample import envelope
+from reports.render.figure import COLOURS, TimeScale, corner_text, count_axis, new_figure, save
+from reports.run.facts import describe_growth
+from reports.run.plotdata import cumulative_collected
+from reports.run.plots import span_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from harness.runfiles.rundata import Series
-    from reports.compare import Side
+    from reports.compare.report import Side
 
 MAX_GAUGES = 4
 

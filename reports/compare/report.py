@@ -18,11 +18,11 @@ from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, load_summary, upgrade
-from reports.compare_plot import draw_comparison, key_gauges
-from reports.fitline import stored_fit
-from reports.fmt import sig
-from reports.html import badge, esc, image, page, paragraph, section, table
-from reports.runinfo import Growth, column, describe_growth, garbage_per_kop, judged_growth
+from reports.compare.plot import draw_comparison, key_gauges
+from reports.render.fitline import stored_fit
+from reports.render.html import badge, esc, image, page, paragraph, section, table
+from reports.render.numbers import sig
+from reports.run.facts import Growth, column, describe_growth, garbage_per_kop, judged_growth
 
 PNG, HTML, TEXT = "compare.png", "compare.html", "compare.txt"
 

@@ -1,14 +1,14 @@
 """The history of nightly suites: append, read trends, flag regressions, plot.
 
 One import for callers (the CLI's ``history`` command, ``make nightly``); the
-pieces live in :mod:`reports.history_db` (SQLite, safe with concurrent
-writers), :mod:`reports.history_flags` (the noise-band rule and its false
-positives) and :mod:`reports.history_plots` (one trend plot per scenario).
+pieces live in :mod:`reports.history.db` (SQLite, safe with concurrent
+writers), :mod:`reports.history.flags` (the noise-band rule and its false
+positives) and :mod:`reports.history.plots` (one trend plot per scenario).
 """
 
 from __future__ import annotations
 
-from reports.history_db import (
+from reports.history.db import (
     DEFAULT_DB,
     Appended,
     Point,
@@ -16,8 +16,8 @@ from reports.history_db import (
     append_suite,
     trends,
 )
-from reports.history_flags import Band, Flag, check_latest, flag_regressions, noise_band
-from reports.history_plots import write_trend_plots
+from reports.history.flags import Band, Flag, check_latest, flag_regressions, noise_band
+from reports.history.plots import write_trend_plots
 
 __all__ = [
     "DEFAULT_DB",

@@ -29,8 +29,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.fmt import format_growth
-from reports.history_db import Point, Trend, trends
+from reports.history.db import Point, Trend, trends
+from reports.render.numbers import format_growth
 
 K = 4.0
 FLOOR_PER_H = 10e6  # bytes per hour

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reports.fmt import time_unit
+from reports.render.numbers import time_unit
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

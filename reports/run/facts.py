@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.runfiles.summary import Summary
 from harness.verdicts import PROCESS_VERDICTS
-from reports.fmt import format_growth
+from reports.render.numbers import format_growth
 
 FIXED = "fixed"
 

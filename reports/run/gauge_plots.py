@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.analysis.budgets import parse_budget
-from reports.downsample import envelope
-from reports.figure import COLOURS, TimeScale, new_figure, save, shade_warmup
-from reports.fmt import format_growth
-from reports.plots import PLAIN, STATUS_COLOURS, span_of, status_colour
-from reports.runmodel import RunModel
+from reports.render.downsample import envelope
+from reports.render.figure import COLOURS, TimeScale, new_figure, save, shade_warmup
+from reports.render.numbers import format_growth
+from reports.run.model import RunModel
+from reports.run.plots import PLAIN, STATUS_COLOURS, span_of, status_colour
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

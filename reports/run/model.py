@@ -19,9 +19,9 @@ from harness.analysis.garbage import TypeTotal, garbage_by_type
 from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
-from reports.fitline import FitLine, stored_fit
-from reports.fmt import value_cells
-from reports.runinfo import column
+from reports.render.fitline import FitLine, stored_fit
+from reports.render.numbers import value_cells
+from reports.run.facts import column
 
 TOP_CYCLES = 10
 ENV_KEYS = ("python", "implementation", "platform", "torch", "cpu_count", "git_commit")

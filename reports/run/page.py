@@ -1,4 +1,4 @@
-"""The run report's HTML, laid out from a :class:`~reports.runmodel.RunModel`.
+"""The run report's HTML, laid out from a :class:`~reports.run.model.RunModel`.
 
 Order follows the questions a reader has: what was the verdict and why, what
 the numbers are against which budgets, what the memory did over time, what
@@ -13,8 +13,7 @@ from pathlib import Path
 from harness.analysis.units import format_bytes
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.verdicts import PROCESS_VERDICTS
-from reports.fmt import format_seconds, sig
-from reports.html import (
+from reports.render.html import (
     badge,
     bullet_list,
     esc,
@@ -26,7 +25,8 @@ from reports.html import (
     status,
     table,
 )
-from reports.runmodel import MetricRow, RunModel
+from reports.render.numbers import format_seconds, sig
+from reports.run.model import MetricRow, RunModel
 
 # Metrics about the process as a whole, shown even without a budget.
 MAIN_PREFIXES = ("rss_", "uss_", "cyclic_garbage", "gen2_collections", "gc_pause", "ops_per_s")

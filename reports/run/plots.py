@@ -1,10 +1,10 @@
-"""The memory, gc and garbage plots of a run report (gauges: :mod:`reports.plot_gauges`).
+"""The memory, gc and garbage plots of a run report (gauges: :mod:`reports.run.gauge_plots`).
 
 Each returns its path, or None when it has nothing to draw.
 
 Every plot has a title, axis labels with units and a legend, so it reads on
 its own (pasted into an issue, say). Series are downsampled for drawing only
-(:mod:`reports.downsample`); numbers written on plots come from the analysis.
+(:mod:`reports.render.downsample`); numbers written on plots come from the analysis.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reports.downsample import envelope
-from reports.figure import (
+from reports.render.downsample import envelope
+from reports.render.figure import (
     COLOURS,
     TimeScale,
     corner_text,
@@ -24,9 +24,9 @@ from reports.figure import (
     save,
     shade_warmup,
 )
-from reports.fmt import display_unit, format_growth, sig
-from reports.plotdata import OTHER, garbage_stack, gc_totals
-from reports.runmodel import RunModel
+from reports.render.numbers import display_unit, format_growth, sig
+from reports.run.model import RunModel
+from reports.run.plotdata import OTHER, garbage_stack, gc_totals
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,6 +1,6 @@
 """``write_run_report(rundir)``: plots and ``report.html`` into a finished run folder.
 
-Reads only the run's result files, through ``harness.results``; never runs
+Reads only the run's result files, through ``harness.runfiles``; never runs
 anything. A run whose samples cannot be read (a worker that died before its
 header) still gets a page with the summary's verdict and reasons.
 """
@@ -10,16 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.runfiles.names import (
+    GARBAGE_PLOT,
+    GAUGES_PLOT,
+    GC_PLOT,
+    REPORT_FILE,
+    RSS_PLOT,
+    SAMPLES_FILE,
+)
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, load_summary, upgrade
-from reports.plot_gauges import gauges_plot
-from reports.plots import garbage_plot, gc_plot, rss_plot
-from reports.run_page import render_run_page
-from reports.runmodel import RunModel, build_run_model
+from reports.run.gauge_plots import gauges_plot
+from reports.run.model import RunModel, build_run_model
+from reports.run.page import render_run_page
+from reports.run.plots import garbage_plot, gc_plot, rss_plot
 
-PLOT_FILES = {"rss": "rss.png", "gc": "gc.png", "garbage": "garbage.png", "gauges": "gauges.png"}
+PLOT_FILES = {"rss": RSS_PLOT, "gc": GC_PLOT, "garbage": GARBAGE_PLOT, "gauges": GAUGES_PLOT}
 
 
 def write_run_report(

@@ -1,6 +1,6 @@
 """The three faces of a suite: ``index.html`` (matrix), ``junit.xml`` and a text summary.
 
-All three render the same cells (:class:`reports.suite.Cell`), already judged.
+All three render the same cells (:class:`reports.suite.report.Cell`), already judged.
 The JUnit file follows the common Jenkins/GitLab/GitHub schema: one
 ``testsuite``, one ``testcase`` per cell with ``classname`` ``leak-harness.<scenario>``,
 and a ``failure`` element, carrying the reasons, when a cell is wrong.
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from harness.runfiles.names import REPORT_FILE
 from harness.verdicts import PROCESS_VERDICTS
-from reports.fmt import format_seconds
-from reports.html import badge, bullet_list, esc, page, paragraph, section, table
-from reports.runinfo import FIXED
+from reports.render.html import badge, bullet_list, esc, page, paragraph, section, table
+from reports.render.numbers import format_seconds
+from reports.run.facts import FIXED
 
 if TYPE_CHECKING:
-    from reports.suite import Cell
+    from reports.suite.report import Cell
 
 SUITE_NAME = "leak-harness"
 WRONG_MARK, RIGHT_MARK = "✗", "✓"

@@ -27,9 +27,9 @@ from harness.errors import UsageError
 from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE
 from harness.runfiles.summary import load_summary
 from harness.verdicts import FAILING, PROCESS_VERDICTS, VERDICTS
-from reports.run_report import write_run_report
-from reports.runinfo import FIXED, column, column_of, detect_s
-from reports.suite_render import render_index, render_junit, render_text
+from reports.run.facts import FIXED, column, column_of, detect_s
+from reports.run.report import write_run_report
+from reports.suite.outputs import render_index, render_junit, render_text
 
 INDEX_FILE, JUNIT_FILE, TEXT_FILE = "index.html", "junit.xml", "summary.txt"
 

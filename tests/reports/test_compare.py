@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.compare import write_comparison
+from reports.compare.report import write_comparison
 from tests.reports.synth import MB, write_run, write_summary_only
 
 

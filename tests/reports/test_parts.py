@@ -7,10 +7,10 @@ import pytest
 
 from harness.analysis.summary import summarize
 from harness.runfiles.rundata import RunData, Series
-from reports.downsample import envelope
-from reports.fitline import FitLine
-from reports.fmt import format_growth, sig, time_unit, value_cells
-from reports.plotdata import garbage_stack, gc_totals
+from reports.render.downsample import envelope
+from reports.render.fitline import FitLine
+from reports.render.numbers import format_growth, sig, time_unit, value_cells
+from reports.run.plotdata import garbage_stack, gc_totals
 
 
 def test_envelope_keeps_every_extreme_and_bounds_the_size() -> None:

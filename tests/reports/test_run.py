@@ -9,10 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.runfiles.names import SUMMARY_FILE
+from harness.runfiles.names import (
+    GARBAGE_PLOT,
+    GAUGES_PLOT,
+    GC_PLOT,
+    REPORT_FILE,
+    RSS_PLOT,
+    SAMPLES_FILE,
+    SUMMARY_FILE,
+    TRACEBACK_FILE,
+)
 from harness.runfiles.summary import SUMMARY_VERSION, load_summary
-from reports.fitline import FitLine
-from reports.run_report import load_run_model, write_run_report
+from reports.render.fitline import FitLine
+from reports.run.report import load_run_model, write_run_report
 from tests.reports.synth import GOLDEN, MB, as_v1, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -35,18 +44,18 @@ def flat(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def page_text(rundir: Path) -> str:
-    return html.unescape((rundir / "report.html").read_text(encoding="utf-8"))
+    return html.unescape((rundir / REPORT_FILE).read_text(encoding="utf-8"))
 
 
 def test_every_file_of_a_leaking_run_is_written(leaking: Path) -> None:
-    for name in ("rss.png", "gc.png", "garbage.png", "gauges.png"):
+    for name in (RSS_PLOT, GC_PLOT, GARBAGE_PLOT, GAUGES_PLOT):
         assert (leaking / name).read_bytes()[:8] == PNG_MAGIC, name
-    assert (leaking / "report.html").exists()
+    assert (leaking / REPORT_FILE).exists()
 
 
 def test_page_states_verdict_reasons_metrics_cycle_and_command(leaking: Path) -> None:
     text = page_text(leaking)
-    summary = json.loads((leaking / "summary.json").read_text())
+    summary = json.loads((leaking / SUMMARY_FILE).read_text())
     assert summary["verdict"] == "leak"
     assert '<span class="badge"' in text and ">leak</span>" in text
     for reason in summary["reasons"]:
@@ -55,11 +64,11 @@ def test_page_states_verdict_reasons_metrics_cycle_and_command(leaking: Path) ->
         assert metric in text
     assert "TreeNode.mamba_prev -> TreeNode.parent -> (back)" in text
     assert summary["command"] in text
-    assert 'src="rss.png"' in text  # relative, so the folder can be moved or served
+    assert f'src="{RSS_PLOT}"' in text  # relative, so the folder can be moved or served
 
 
 def test_a_flat_run_has_no_garbage_plot_and_says_why(flat: Path) -> None:
-    assert not (flat / "garbage.png").exists()
+    assert not (flat / GARBAGE_PLOT).exists()
     text = page_text(flat)
     assert ">pass</span>" in text
     assert "No garbage window found cyclic garbage" in text
@@ -67,9 +76,9 @@ def test_a_flat_run_has_no_garbage_plot_and_says_why(flat: Path) -> None:
 
 
 def test_a_stale_plot_is_removed_when_rewritten(flat: Path) -> None:
-    (flat / "garbage.png").write_bytes(PNG_MAGIC)
+    (flat / GARBAGE_PLOT).write_bytes(PNG_MAGIC)
     write_run_report(flat)
-    assert not (flat / "garbage.png").exists()
+    assert not (flat / GARBAGE_PLOT).exists()
 
 
 def test_golden_v1_run_renders(tmp_path: Path) -> None:
@@ -78,7 +87,7 @@ def test_golden_v1_run_renders(tmp_path: Path) -> None:
     write_run_report(rundir)
     text = page_text(rundir)
     assert ">pass</span>" in text and "leak-harness run tests.harness.fixtures" in text
-    assert (rundir / "rss.png").exists() and (rundir / "gauges.png").exists()
+    assert (rundir / RSS_PLOT).exists() and (rundir / GAUGES_PLOT).exists()
     model = load_run_model(rundir)
     assert model.summary.version == 2  # upgraded; 6 RSS samples are too few for a line
     assert model.rss_fit is None and model.summary.metrics == load_summary(GOLDEN).metrics
@@ -109,7 +118,7 @@ def test_a_v1_folder_renders_with_the_line_from_one_re_analysis(
     model = load_run_model(rundir)
     assert model.summary.version == 2 and model.summary.verdict == "leak"
     assert model.rss_fit is not None and model.rss_fit == load_run_model(leaking).rss_fit
-    assert (rundir / "rss.png").exists() and ">leak</span>" in page_text(rundir)
+    assert (rundir / RSS_PLOT).exists() and ">leak</span>" in page_text(rundir)
     assert (rundir / SUMMARY_FILE).read_bytes() == written  # upgraded in memory only
 
 
@@ -117,18 +126,18 @@ def test_run_without_readable_samples_still_gets_a_page(tmp_path: Path) -> None:
     rundir = write_run(tmp_path / "crashed", verdict="crashed",
                        reasons=["the scenario raised: ImportError: no module named x."],
                        duration_s=120.0)
-    (rundir / "samples.jsonl").write_text("")
-    (rundir / "traceback.txt").write_text("Traceback ...")
+    (rundir / SAMPLES_FILE).write_text("")
+    (rundir / TRACEBACK_FILE).write_text("Traceback ...")
     write_run_report(rundir)
     text = page_text(rundir)
     assert ">crashed</span>" in text and "ImportError: no module named x." in text
     assert "The samples could not be read" in text
-    assert 'href="traceback.txt"' in text
-    assert not (rundir / "rss.png").exists()
+    assert f'href="{TRACEBACK_FILE}"' in text
+    assert not (rundir / RSS_PLOT).exists()
 
 
 def test_html_escapes_what_comes_from_result_files(tmp_path: Path) -> None:
     rundir = write_run(tmp_path / "odd", "demo<script>", reasons=["a < b & c"], duration_s=120.0)
     write_run_report(rundir)
-    raw = (rundir / "report.html").read_text()
+    raw = (rundir / REPORT_FILE).read_text()
     assert "<script>" not in raw and "a &lt; b &amp; c" in raw

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.suite import build_cells, write_suite_report
+from harness.runfiles.names import REPORT_FILE
+from reports.suite.report import build_cells, write_suite_report
 from tests.reports.synth import GOLDEN, MB, write_summary_only
 
 
@@ -65,7 +66,7 @@ def test_cells_link_to_run_reports_written_on_the_way(tmp_path: Path) -> None:
     golden = tmp_path / "nightly" / "golden"
     shutil.copytree(GOLDEN, golden)
     report = write_suite_report([golden], tmp_path / "out")
-    assert (golden / "report.html").exists()
+    assert (golden / REPORT_FILE).exists()
     assert 'href="../nightly/golden/report.html"' in report.index.read_text()
     assert report.ok
 
