@@ -1,0 +1,314 @@
+"""Sensitivity: which kinds of leak the harness catches, how fast, and how small a rate.
+
+Every target of the leak zoo (``bench/zoo``) runs on ``radix-steady`` through
+the harness's own path (``scenario_config`` with ``target=``, then
+``runner.run``: a real worker, the default samplers, the scenario's budgets)
+for 20 s and 60 s. Paced leaks whose rate is in bytes run at the rate the
+target names for that duration (200 MB/h at 20 s, 50 MB/h at 60 s); the lock
+leak runs at its default rate in tokens per hour; non-leaks at their
+defaults. The idle-only leak runs on ``radix-idle`` when that scenario
+exists, else on ``radix-steady`` with the zoo's load options (idle gaps).
+
+Per run: the true rate (slope of the ``zoo_ledger_bytes`` gauge over the
+analysis window), the verdict, ``time_to_detect_s``, and the metric that
+judged it with its estimate and 95% interval. Then a resolution table per
+signal from the fixed cache's runs: ``summary.metrics[signal]
+["resolution_per_h"]`` where the analysis gives it ("n/a" where not), beside
+the interval half-width each signal really had.
+
+Targets: every leak kind at >= 200 MB/h caught (``leak``) at 20 s and at
+>= 50 MB/h at 60 s; no ``leak`` on a non-leak.
+
+    python bench/sensitivity.py [--seeds 1] [--jobs 2] [-k dict,fixed]
+    BENCH_FULL=1 python bench/sensitivity.py   # 3 seeds, and a 10 min fixed run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.record import Record, importable_here
+from bench.zoo.base import LEDGER_GAUGE
+from bench.zoo.targets import ZOO, ZooTarget
+from harness.configure import scenario_config
+from harness.parent.runner import RunOutcome, run
+from harness.registry import load_scenario, scenario_names
+from harness.runfiles.names import SAMPLES_FILE
+from harness.runfiles.reader import load_samples
+
+SCENARIO = "radix-steady"
+IDLE_SCENARIO = "radix-idle"
+DURATIONS = (20.0, 60.0)
+RESOLUTION_LONG_S = 600.0  # BENCH_FULL only
+RATE_AT = {20.0: 200e6, 60.0: 50e6}  # bytes per hour a leak must be caught at, by duration
+FULL_SEEDS = 3
+
+
+@dataclass(frozen=True)
+class Job:
+    target: ZooTarget
+    duration_s: float
+    seed: int
+
+    @property
+    def rate(self) -> float:
+        """The rate this run asks of its target (bytes kinds: the duration's target rate)."""
+        if self.target.leaks and self.target.unit == "B":
+            return RATE_AT.get(self.duration_s, self.target.default_rate)
+        return self.target.default_rate
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.name} {self.duration_s:g}s seed {self.seed}"
+
+    def scenario(self) -> tuple[str, dict[str, Any]]:
+        """The scenario to run on and the run options it needs."""
+        cache = {"rate": self.rate} if self.target.leaks or self.target.default_rate else {}
+        if not self.target.load:
+            return SCENARIO, {"cache": cache}
+        if IDLE_SCENARIO in scenario_names():
+            return IDLE_SCENARIO, {"cache": cache}
+        return SCENARIO, {"cache": cache, "load": dict(self.target.load)}
+
+
+def run_job(job: Job, out: Path) -> dict[str, Any]:
+    try:
+        return run_once(job, out)
+    except Exception as exc:  # one broken run must not lose the others' figures
+        print(f"  {job.label}: could not run: {exc}", flush=True)
+        return {**job_fields(job, "-"), "true_rate": None, "verdict": "error",
+                "detect_s": None, "judged_by": "-", "estimate": None, "ci": None,
+                "estimate_unit": "", "reason": str(exc), "metrics": {}, "wall_s": None}
+
+
+def run_once(job: Job, out: Path) -> dict[str, Any]:
+    name, options = job.scenario()
+    rundir = out / f"{job.target.name}-{job.duration_s:g}s-seed{job.seed}"
+    config = scenario_config(load_scenario(name), rundir, duration_s=job.duration_s,
+                             seed=job.seed, target=job.target.spec)
+    began = time.monotonic()
+    outcome = run(dataclasses.replace(config, options=options))
+    row = describe(job, name, outcome)
+    row["wall_s"] = round(time.monotonic() - began, 1)
+    print(f"  {job.label}: {row['verdict']}, true {rate_text(row['true_rate'], job.target.unit)}, "
+          f"detected {seconds(row['detect_s'])}, wall {row['wall_s']:.0f} s", flush=True)
+    return row
+
+
+def describe(job: Job, scenario: str, outcome: RunOutcome) -> dict[str, Any]:
+    summary = outcome.summary
+    judged, metric = judging_metric(summary.metrics, outcome.verdict)
+    return {
+        **job_fields(job, scenario),
+        "true_rate": true_rate(outcome.rundir, summary.extra.get("window_s")),
+        "verdict": outcome.verdict, "detect_s": summary.time_to_detect_s,
+        "judged_by": judged, "estimate": metric.get("value"), "ci": metric.get("ci"),
+        "estimate_unit": metric.get("unit", ""),
+        "reason": summary.reasons[0] if summary.reasons else "",
+        "metrics": summary.metrics,
+    }
+
+
+def job_fields(job: Job, scenario: str) -> dict[str, Any]:
+    t = job.target
+    return {"target": t.name, "kind": t.kind, "site": t.site, "leaks": t.leaks, "unit": t.unit,
+            "scenario": scenario, "duration_s": job.duration_s, "seed": job.seed,
+            "rate": job.rate}
+
+
+def judging_metric(metrics: dict[str, dict[str, Any]], verdict: str) -> tuple[str, dict[str, Any]]:
+    """The metric that gave the verdict; for a pass, the RSS rate judged against its budget."""
+    for name, metric in metrics.items():
+        if metric.get("status") == verdict and verdict != "pass":
+            return name, metric
+    for name, metric in metrics.items():
+        if str(metric.get("budget", "")).startswith("rss:") and metric.get("unit") == "B/h":
+            return name, metric
+    return "rss_growth", metrics.get("rss_growth", {})
+
+
+def true_rate(rundir: Path, window: Sequence[float] | None) -> float | None:
+    """Slope of the ledger gauge over the analysis window, per hour (its unit)."""
+    try:
+        gauge = load_samples(rundir / SAMPLES_FILE).gauges[LEDGER_GAUGE]
+    except (OSError, KeyError, ValueError):
+        return None
+    if len(gauge) < 2:
+        return None
+    start, end = window if window else (float(gauge.t[0]), float(gauge.t[-1]))
+    if end <= start:
+        return None
+    low, high = np.interp((start, end), gauge.t, gauge.v)
+    return float((high - low) / (end - start) * 3600.0)
+
+
+# ---------------------------------------------------------------------- formatting
+def rate_text(value: float | None, unit: str) -> str:
+    """A rate in ``unit`` per hour (``unit`` given with or without its ``/h``)."""
+    if value is None:
+        return "-"
+    base = unit.removesuffix("/h")
+    if base == "B":
+        return f"{value / 1e6:+,.1f} MB/h"
+    return f"{value:+,.0f} {base}/h" if base else f"{value:+,.0f} /h"
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def estimate_text(row: dict[str, Any]) -> str:
+    value, ci, unit = row["estimate"], row["ci"], row["estimate_unit"]
+    if value is None:
+        return "-"
+    if not unit.endswith("/h"):
+        return f"{value:,.4g} {unit}".strip()
+    shown = rate_text(value, unit)
+    if ci:
+        shown += f" [{rate_text(ci[0], unit)}, {rate_text(ci[1], unit)}]"
+    return shown
+
+
+def kind_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None:
+    here = [r for r in rows if r["duration_s"] == duration]
+    rec.say(f"{duration:g} s runs:")
+    rec.table(["kind", "target", "leak?", "seed", "asked", "true rate", "verdict", "detected at",
+               "judged by", "estimate [95% CI]"],
+              [[r["kind"], r["target"], "yes" if r["leaks"] else "no", r["seed"],
+                rate_text(r["rate"], r["unit"]), rate_text(r["true_rate"], r["unit"]),
+                r["verdict"], seconds(r["detect_s"]), r["judged_by"], estimate_text(r)]
+               for r in here])
+
+
+# ---------------------------------------------------------------------- resolution
+def signals(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """Rate metrics of memory signals: any with a resolution, and every byte rate."""
+    return [name for name, m in metrics.items()
+            if "resolution_per_h" in m or m.get("unit") == "B/h"]
+
+
+def resolution_cell(metric: dict[str, Any] | None) -> str:
+    if metric is None:
+        return "-"
+    unit = metric.get("unit", "")
+    resolution = metric.get("resolution_per_h")
+    shown = "n/a" if resolution is None else rate_text(float(resolution), unit).lstrip("+")
+    ci = metric.get("ci")
+    if ci:
+        shown += f" (±{rate_text((ci[1] - ci[0]) / 2, unit).lstrip('+')})"
+    return shown
+
+
+def resolution_table(rec: Record, fixed_rows: list[dict[str, Any]]) -> None:
+    durations = sorted({r["duration_s"] for r in fixed_rows})
+    runs = {d: [r for r in fixed_rows if r["duration_s"] == d and r["seed"] == 0]
+            for d in durations}
+    names: list[str] = []
+    for d in durations:
+        for r in runs[d]:
+            names += [n for n in signals(r["metrics"]) if n not in names]
+    rec.say("Resolution per signal, fixed cache (seed 0): the analysis's resolution_per_h "
+            "(n/a: the summary has none), with the 95% interval's half-width in brackets.")
+    rec.table(["signal", *(f"{d:g} s" for d in durations)],
+              [[name, *(resolution_cell(runs[d][0]["metrics"].get(name) if runs[d] else None)
+                        for d in durations)] for name in names])
+
+
+# ---------------------------------------------------------------------- targets
+def report_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
+    for duration, rate in RATE_AT.items():
+        leaks = [r for r in rows if r["leaks"] and r["duration_s"] == duration]
+        if not leaks:
+            continue
+        missed = sorted({r["target"] for r in leaks if r["verdict"] != "leak"})
+        kinds = len({r["target"] for r in leaks})
+        rec.target(f"every leak kind at >= {rate / 1e6:g} MB/h caught (leak) at {duration:g} s",
+                   bool(leaks) and not missed,
+                   f"{kinds - len(missed)}/{kinds} kinds caught",
+                   why=f"not caught: {', '.join(missed)}")
+    fixed = [r for r in rows if not r["leaks"]]
+    false = sorted({f"{r['target']} {r['duration_s']:g}s" for r in fixed if r["verdict"] == "leak"})
+    rec.target("no false leak on the non-leaks", not false,
+               f"{len(false)} of {len(fixed)} non-leak runs said leak",
+               why=f"leak on {', '.join(false)}")
+
+
+def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:
+    caught = [r["detect_s"] for r in rows if r["leaks"] and r["verdict"] == "leak"
+              and r["detect_s"] is not None]
+    if caught:
+        rec.say(f"leaks caught: {len(caught)} runs, time to detect median "
+                f"{statistics.median(caught):.1f} s, worst {max(caught):.1f} s")
+
+
+# ---------------------------------------------------------------------- main
+def plan(seeds: int, durations: Sequence[float], full: bool, select: str | None) -> list[Job]:
+    chosen = [t for t in ZOO if not select or any(k in t.name for k in select.split(","))]
+    jobs = [Job(t, d, s) for s in range(seeds) for d in durations for t in chosen]
+    if full:
+        jobs += [Job(t, RESOLUTION_LONG_S, 0) for t in chosen if t.name == "fixed"]
+    # Longest first, so two workers finish together.
+    return sorted(jobs, key=lambda j: -j.duration_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    full = os.environ.get("BENCH_FULL") == "1"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=FULL_SEEDS if full else 1)
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once (each one worker)")
+    parser.add_argument("-k", dest="select", default=None, help="zoo targets (substrings, a,b)")
+    parser.add_argument("--durations", default=",".join(f"{d:g}" for d in DURATIONS),
+                        help="seconds per run; byte leaks run at 200 MB/h at 20 s, 50 MB/h at "
+                             "60 s, their default rate otherwise")
+    args = parser.parse_args(argv)
+    durations = [float(d) for d in args.durations.split(",") if d]
+    jobs = plan(args.seeds, durations, full, args.select)
+    rec = Record("sensitivity", "Sensitivity", {
+        "seeds": args.seeds, "durations_s": " ".join(f"{d:g}" for d in durations),
+        "jobs": args.jobs, "targets": len({j.target.name for j in jobs}), "full": full,
+        "select": args.select or "all"})
+    importable_here()
+    with tempfile.TemporaryDirectory(prefix="bench-sensitivity-") as tmp, \
+            ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        rows = list(pool.map(lambda job: run_job(job, Path(tmp)), jobs))
+    publish(rec, rows)
+    return 0
+
+
+def publish(rec: Record, rows: list[dict[str, Any]]) -> None:
+    order = {t.name: i for i, t in enumerate(ZOO)}
+    rows.sort(key=lambda r: (r["duration_s"], order[r["target"]], r["seed"]))
+    rec.figures["runs"] = [{k: v for k, v in r.items() if k != "metrics"} for r in rows]
+    rec.say("Each zoo target (bench/zoo/targets.py) on radix-steady in a real worker; true rate = "
+            "the ledger gauge's slope over the analysis window (lock leak: locked tokens).")
+    # A fixed-only duration (BENCH_FULL's 10 min run) feeds the resolution table alone.
+    for duration in sorted({r["duration_s"] for r in rows if r["target"] != "fixed"
+                            or r["duration_s"] in RATE_AT}):
+        kind_table(rec, rows, duration)
+    detect_summary(rec, rows)
+    fixed = [r for r in rows if r["target"] == "fixed"]
+    if fixed:
+        rec.figures["resolution"] = {f"{r['duration_s']:g}s seed {r['seed']}": {
+            n: r["metrics"][n] for n in signals(r["metrics"])} for r in fixed}
+        resolution_table(rec, fixed)
+    report_targets(rec, rows)
+    rec.publish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
