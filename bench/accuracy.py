@@ -34,6 +34,7 @@ from harness.config import RunConfig
 from harness.parent.matrix import Cell, CheckOptions, run_cell
 from harness.parent.runner import run
 from harness.registry import load_scenario, scenario_names
+from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.reader import load_samples
 
 TARGET_ERROR = 0.15
@@ -52,7 +53,7 @@ def judged_growth(metrics: dict[str, Any]) -> tuple[str, float]:
 
 def true_growth(rundir: Path, window: tuple[float, float]) -> float:
     """Bytes per hour the workload really kept over the analysis window."""
-    gauge = load_samples(rundir / "samples.jsonl").gauges["leaked_bytes"]
+    gauge = load_samples(rundir / SAMPLES_FILE).gauges["leaked_bytes"]
     start, end = np.interp(window, gauge.t, gauge.v)
     return float((end - start) / (window[1] - window[0]) * 3600.0)
 

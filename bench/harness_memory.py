@@ -41,6 +41,7 @@ from harness.config import RunConfig
 from harness.parent.runner import conclude, run
 from harness.parent.supervisor import Ending, Snapshot
 from harness.parent.tail import SampleTail
+from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.rundata import RunData
 
 BUDGET_B_PER_H = 50e6
@@ -73,7 +74,7 @@ def live_run(rec: Record, duration: float) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         config = RunConfig(scenario=SPEC, rundir=tmp, duration_s=duration, warmup_s=5.0,
                            budgets=("rss: 50 MB/h",))
-        watch = ParentWatch(config.path / "samples.jsonl")
+        watch = ParentWatch(config.path / SAMPLES_FILE)
 
         def never(data: RunData) -> bool:
             return False
@@ -128,7 +129,7 @@ def replay(rec: Record, hours: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         config = RunConfig(scenario="bench-replay", rundir=tmp, duration_s=hours * 3600.0,
                            warmup_s=scale.WARMUP_S, budgets=scale.BUDGETS)
-        tail, points = follow(config.path / "samples.jsonl", hours)
+        tail, points = follow(config.path / SAMPLES_FILE, hours)
         began = time.monotonic()
         outcome = conclude(config, Ending("finished", [], 0, hours * 3600.0))
         concluded = time.monotonic() - began

@@ -1,19 +1,19 @@
 """Analysis: pure functions from a run's raw samples to growth, verdicts and reasons.
 
-Import the module you need; this package imports nothing on purpose, because
-the worker loads :mod:`harness.analysis.cycles` inside its garbage sampler and
-must not pay for numpy/scipy there.
+Post-hoc only: nothing here touches a live process (the cycle explainer that
+runs in the worker lives with the samplers, :mod:`harness.worker.samplers.cycles`).
+Import the module you need; this package imports nothing on purpose.
 
 - :mod:`~harness.analysis.units`: ``parse_duration``, ``parse_size``, ``format_*``
 - :mod:`~harness.analysis.budgets`: ``parse_budget`` -> ``Budget``
 - :mod:`~harness.analysis.slope`: Theil–Sen slope, autocorrelation-honest interval
 - :mod:`~harness.analysis.shapes`: warm-up, sawtooth, step, sustained level
 - :mod:`~harness.analysis.trend`: ``growth`` -> ``Trend`` (per-hour growth of a series)
+- :mod:`~harness.analysis.calibration`: the growth of healthy runs, judged against
 - :mod:`~harness.analysis.basis`: the slopes a growth is judged on, their names
 - :mod:`~harness.analysis.fitline`: the judged line of a series, as summaries store it
 - :mod:`~harness.analysis.garbage_rate`: cyclic garbage per kop (young collections included)
 - :mod:`~harness.analysis.garbage`: garbage and live objects by type, collections per minute
-- :mod:`~harness.analysis.cycles`: ``explain_garbage`` (runs in the worker)
 - :mod:`~harness.analysis.cycle_shapes`: ``aggregate_cycles`` over windows
 - :mod:`~harness.analysis.verdict`: named rules, ``combine``, time to detect
 - :mod:`~harness.analysis.projection`: growth at a production request rate

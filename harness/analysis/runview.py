@@ -18,36 +18,41 @@ import numpy as np
 from harness.analysis import garbage as gb
 from harness.analysis.basis import BASIS_WORDS
 from harness.analysis.budgets import Budget
+from harness.analysis.calibration import ANY_SCENARIO, Calibration, load_calibration
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
-from harness.analysis.verdict import Judgement, Resolution, judge_level, judge_rate, no_data
-from harness.runfiles.rundata import RunData, Series
+from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
+from harness.runfiles.rundata import MEMORY_SIGNALS, RunData, Series
 
 GARBAGE = "cyclic_garbage"
+# Signals a healthy cache grows by itself, judged on their excess (calibration).
+CALIBRATED = ("rss", "uss", "heap", "py_blocks")
+COUNT_SIGNALS = tuple(name for name, unit in MEMORY_SIGNALS.items() if not unit)
 END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
-BYTE_SERIES = ("rss", "uss")
-# One-off moves of a healthy worker's RSS that no rate budget is about. In 42
-# runs of 20 s of the fixed scenarios, RSS moved by up to 3.8 MB after the 2 s
-# warm-up (the first objects window alone 0.3-1.8 MB; arena growth and trims
-# ~1.5 MB), and the top of the judged interval times its window reached 4.0 MB;
-# 90 s runs moved 1-2.3 MB in all. 8 MB is twice the largest; see the rule
-# below-resolution in :mod:`harness.analysis.verdict`.
-BYTES_RESOLUTION = 8e6
+BYTE_SERIES = ("rss", "uss", *(name for name, unit in MEMORY_SIGNALS.items() if unit == "B"))
 WARMUP_NOTE_FRACTION = 0.1  # say so when automatic warm-up hid this much of a window
 
 
 class RunView:
     """One run, its series by name and measured window; judges budgets on prefixes."""
 
-    def __init__(self, run: RunData, warmup_s: float | None) -> None:
+    def __init__(
+        self, run: RunData, warmup_s: float | None, calibration: Calibration | None = None
+    ) -> None:
         self.run = run
         self.warmup_s = warmup_s
+        self.calibration = calibration or load_calibration()
+        self.scenario = str(run.header.get("config", {}).get("scenario", ANY_SCENARIO))
         self.series: dict[str, Series] = {
             name: s for name, s in (("rss", run.rss), ("uss", run.uss)) if len(s)
         }
+        self.series.update({
+            name: held_back(s, run.garbage_windows, name)
+            for name, s in run.memory.items() if len(s)
+        })
         self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
         self.ops = _ops_series(run)
         self.end_s = workload_end(run, self.ops)
@@ -56,7 +61,7 @@ class RunView:
         self._garbage = _garbage_until(run, self.end_s)  # read records once
 
     def known(self) -> list[str]:
-        return sorted({*BYTE_SERIES, GARBAGE, *self.run.gauges})
+        return sorted({*BYTE_SERIES, *MEMORY_SIGNALS, GARBAGE, *self.run.gauges})
 
     def check(self, budget: Budget, tolerate_missing: bool = False) -> None:
         """Raise ``ValueError`` if ``budget`` names no known metric or has the wrong unit."""
@@ -73,6 +78,8 @@ class RunView:
             raise ValueError(f"budget {text!r}: {name} is judged per hour ('/h') or as '<= N'.")
         if name in BYTE_SERIES and not budget.is_bytes:
             raise ValueError(f"budget {text!r}: {name} is in bytes: write '50 MB/h' or '<= 2 GiB'.")
+        if name in COUNT_SIGNALS and budget.is_bytes:
+            raise ValueError(f"budget {text!r}: {name} is a count: write '800000 /h' or '<= 1e6'.")
 
     def trend(self, name: str, end_s: float) -> Trend | None:
         key = (name, end_s)
@@ -127,9 +134,30 @@ class RunView:
             return no_data(name, "too few samples after warm-up to fit a slope."), f"{name}_growth"
         slope = trend.judged
         label = f"{name} {BASIS_WORDS[trend.basis]}"
-        resolution = Resolution(BYTES_RESOLUTION, slope.span_s) if name in BYTE_SERIES else None
-        judged = judge_rate(label, slope.per_h, slope.ci, budget, resolution)
+        allowed = self.allowance(name, slope.span_s)
+        judged = judge_rate(label, slope.per_h, slope.ci, budget, allowed)
         return judged, judged_name(name, trend)
+
+    def allowance(self, name: str, span_s: float) -> Allowance | None:
+        """The calibrated healthy growth of ``name`` over ``span_s`` (None for gauges)."""
+        if name not in CALIBRATED:
+            return None
+        amount = self.calibration.allowance(name, self.scenario, span_s)
+        own = self.calibration.measured(name, self.scenario)
+        return Allowance(amount, span_s, f"the fixed {self.scenario}" if own else "a healthy cache")
+
+    def resolution(self, name: str) -> float | None:
+        """The smallest growth per hour this run can confirm in ``name``.
+
+        Half the judged slope's interval (the noise of this run at this length)
+        plus the calibrated healthy growth over the same window.
+        """
+        trend = self.trend(name, self.end_s) if name in self.series else None
+        if trend is None:
+            return None
+        slope = trend.judged
+        allowed = self.allowance(name, slope.span_s)
+        return (slope.ci[1] - slope.ci[0]) / 2.0 + (allowed.per_h if allowed else 0.0)
 
     def shape_details(self) -> dict[str, Any]:
         """Per series: measured window, judged basis, shapes found and the fitted line.
@@ -167,10 +195,7 @@ def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:
         unit = view.series[name].unit
         skipped = trend.start_s - view.start_s
         if skipped > WARMUP_NOTE_FRACTION * (view.end_s - view.start_s):
-            notes.append(
-                f"{name}: the first {format_duration(skipped)} looked like warm-up "
-                "(automatic detection) and was not measured."
-            )
+            notes.append(_warmup_note(name, view.series[name], view.start_s, trend))
         if trend.floor is not None:
             notes.append(
                 f"{name}: sawtooth ({trend.drops} drops); judged on the post-collection floor, "
@@ -185,6 +210,55 @@ def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:
             change = "grew, then levelled off (plateau)" if trend.plateau else "sped up late"
             notes.append(f"{name}: {change}; judged on the last third.")
     return notes
+
+
+def describe_resolution(view: RunView) -> list[str]:
+    """One sentence: the smallest growth each calibrated signal can confirm in this run."""
+    parts = []
+    for name in CALIBRATED:
+        smallest = view.resolution(name)
+        if smallest is not None:
+            parts.append(f"{name} >= {format_rate(smallest, view.series[name].unit + '/h')}")
+    if not parts:
+        return []
+    return [f"resolution: this run can confirm growth of {', '.join(parts)} (95%)."]
+
+
+def _warmup_note(name: str, series: Series, start_s: float, trend: Trend) -> str:
+    """What automatic warm-up detection skipped, and why: its rate against the rest's."""
+    keep = (series.t >= start_s) & (series.t < trend.start_s)
+    early = ""
+    if np.count_nonzero(keep) >= 2:
+        per_h = float(np.polyfit(series.t[keep], series.v[keep], 1)[0]) * 3600.0
+        early = (
+            f" (it moved at {format_rate(per_h, series.unit + '/h')}, outside the rest's 95% "
+            f"interval of {format_rate(trend.overall.ci[0], series.unit + '/h')} to "
+            f"{format_rate(trend.overall.ci[1], series.unit + '/h')}: a transient, not the trend)"
+        )
+    return (
+        f"{name}: the first {format_duration(trend.start_s - start_s)} looked like warm-up "
+        f"and was not measured{early}."
+    )
+
+
+def held_back(series: Series, windows: Sequence[dict[str, Any]], name: str) -> Series:
+    """``series`` as a process without the harness's own collections would hold it.
+
+    Each garbage window forces full collections and frees cyclic garbage that a
+    production process with rare gen-2 collections keeps; the window records
+    how much of ``name`` that released, and it is added back to every later
+    sample. Without this, a leak of cycles would look flat in the heap while
+    the process it stands for grows (only the cyclic-garbage budget would see it).
+    """
+    released = [(float(w["t"]), float(w.get("released", {}).get(name, 0.0))) for w in windows]
+    released = [(t, amount) for t, amount in released if amount > 0]
+    if not released:
+        return series
+    times = np.asarray([t for t, _ in released])
+    totals = np.cumsum([amount for _, amount in released])
+    index = np.searchsorted(times, series.t, side="left")  # windows strictly before each sample
+    added = np.concatenate(([0.0], totals))[index]
+    return Series(series.t, series.v + added, series.unit)
 
 
 def _ops_series(run: RunData) -> Series:

@@ -18,7 +18,7 @@ import numpy as np
 from harness.analysis.slope import block_means, residuals, robust_spread
 from harness.runfiles.rundata import FloatArray
 
-WARMUP_MAX_FRACTION = 0.5  # never call more than half of a window "warm-up"
+WARMUP_MAX_FRACTION = 1 / 3  # never call more than a third of a window "warm-up"
 DROP_SIGMAS = 5.0  # a drop beats 5 robust sd of one-sample changes...
 DROP_SPREADS = 2.0  # ...and 2 robust sd of the level around its trend
 DROP_MAX_SAMPLES = 3  # a collection frees within a sample or two, not over a minute

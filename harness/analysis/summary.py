@@ -18,9 +18,16 @@ from typing import Any
 
 from harness.analysis import garbage as gb
 from harness.analysis.budgets import Budget, parse_budget
+from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
-from harness.analysis.runview import GARBAGE, RunView, describe_shapes
+from harness.analysis.runview import (
+    CALIBRATED,
+    GARBAGE,
+    RunView,
+    describe_resolution,
+    describe_shapes,
+)
 from harness.analysis.verdict import (
     Judgement,
     combine,
@@ -64,6 +71,7 @@ def summarize(
     *,
     outcome: str | None = None,
     outcome_reason: str | None = None,
+    calibration: Calibration | None = None,
 ) -> Analysis:
     """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
 
@@ -75,9 +83,11 @@ def summarize(
     ``outcome``: the runner's process verdict (``crashed``, ``hung``,
     ``ceiling``, ``error``), which overrides; the partial data is still
     analysed, and budgets naming gauges the run never recorded are reported
-    instead of raising. Raises ``ValueError`` for malformed or unknown budgets.
+    instead of raising. ``calibration``: the healthy growth rates are judged
+    against (default: the shipped one, :mod:`harness.analysis.calibration`).
+    Raises ``ValueError`` for malformed or unknown budgets.
     """
-    view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s)
+    view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s, calibration)
     parsed = [parse_budget(text) for text in budgets]
     for budget in parsed:
         view.check(budget, tolerate_missing=outcome is not None)
@@ -90,6 +100,7 @@ def summarize(
             metrics[name] = metrics[name].judged(budget.text, judgement.status)
     verdict, reasons = combine(judgements, outcome, outcome_reason)
     reasons += describe_shapes(view, _judged_series(parsed))
+    reasons += describe_resolution(view)
     return Analysis(
         verdict=verdict,
         reasons=reasons,
@@ -109,6 +120,11 @@ def _metrics(view: RunView) -> dict[str, Metric]:
         held = view.level(name, view.end_s)
         if held is not None:
             found.update(level_metric(name, held, series.unit))
+        smallest = view.resolution(name) if name in CALIBRATED else None
+        if smallest is not None:
+            found[f"{name}_resolution"] = Metric(
+                smallest, f"{series.unit}/h", note="smallest growth this run can confirm (95%)"
+            )
     rate = view.garbage(view.end_s)
     if rate is not None:
         found[GARBAGE] = Metric(rate.per_kop, "/kop", rate.ci, note=f"{rate.objects:.0f} objects")

@@ -92,16 +92,15 @@ def growth(
     """Analyse ``v`` (any unit) over ``t`` (seconds); None if under ``MIN_SAMPLES`` remain.
 
     ``warmup_s`` is a lower bound: samples before it are dropped, then (with
-    ``auto_warmup``) a remaining transient is cut too, at most half of what is
-    left and never below ``MIN_SAMPLES``.
+    ``auto_warmup``) a remaining transient is cut too: at most a third of what
+    is left, never below ``MIN_SAMPLES``, and never a start that grew at the
+    rate the rest goes on growing at (see :func:`auto_warmup_start`).
     """
     t, v = clean(t, v)
     if warmup_s is not None:
         t, v = t[t >= warmup_s], v[t >= warmup_s]
     if auto_warmup and t.size >= MIN_SAMPLES:
-        # Never cut a window into one too short to judge: 3 s runs with a 2 s
-        # warm-up had 10 samples, the cut took 5, and RSS went unjudged.
-        start = min(warmup_end(t, v), float(t[-MIN_SAMPLES]))
+        start = auto_warmup_start(t, v)
         t, v = t[t >= start], v[t >= start]
     if t.size < MIN_SAMPLES:
         return None
@@ -109,6 +108,38 @@ def growth(
     if overall is None:
         return None
     return _shapes(t, v, overall)
+
+
+def auto_warmup_start(t: FloatArray, v: FloatArray) -> float:
+    """Where the measured window starts once a transient at its start is cut.
+
+    A cut is kept only if the part it removes grew at a rate the rest's 95%
+    interval excludes: a transient settles (RSS jumping as pools and arenas
+    are first touched), a leak goes on. Without this, a ramp that starts at
+    t=0 and never stops lost up to half its window to "warm-up" (seen: 24.7 s
+    of a 60 s run), and with it the evidence.
+    """
+    # Never cut a window into one too short to judge: 3 s runs with a 2 s
+    # warm-up had 10 samples, the cut took 5, and RSS went unjudged.
+    start = min(warmup_end(t, v), float(t[-MIN_SAMPLES]))
+    return float(t[0]) if continues(t, v, start) else start
+
+
+def continues(t: FloatArray, v: FloatArray, start: float) -> bool:
+    """Whether the samples before ``start`` grew at the rate of those after it."""
+    before, after = t < start, t >= start
+    if np.count_nonzero(before) < MIN_SAMPLES:
+        # Too few to fit: compare the straight line through them instead.
+        if np.count_nonzero(before) < 2:
+            return False
+        early = float(np.polyfit(t[before], v[before], 1)[0]) * 3600.0
+    else:
+        fitted = sen_slope(t[before], v[before])
+        if fitted is None:
+            return False
+        early = fitted.per_h
+    rest = sen_slope(t[after], v[after])
+    return rest is not None and rest.ci[0] <= early <= rest.ci[1]
 
 
 def _shapes(t: FloatArray, v: FloatArray, overall: Slope) -> Trend:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import UsageError
-from harness.runfiles.rundata import RunData, Series
+from harness.runfiles.rundata import MEMORY_SIGNALS, RunData, Series
 from harness.runfiles.samples import SCHEMA as SAMPLES_SCHEMA
 from harness.runfiles.samples import VERSION as SAMPLES_VERSION
 
@@ -32,6 +32,7 @@ class RunDataBuilder:
         self._ops: list[tuple[float, float]] = []
         self._progress_ops: list[tuple[float, float]] = []
         self._gauges: dict[str, list[tuple[float, float]]] = {}
+        self._memory: dict[str, list[tuple[float, float]]] = {}
         self.data = RunData(header)
         self.last_t = 0.0
 
@@ -43,6 +44,9 @@ class RunDataBuilder:
             self._ops.append((t, float(record.get("ops", 0))))
             if record.get("uss") is not None:
                 self._uss.append((t, float(record["uss"])))
+        elif kind == "heap":
+            for name in MEMORY_SIGNALS.keys() & record.keys():
+                self._memory.setdefault(name, []).append((t, float(record[name])))
         elif kind == "gauges":
             for name, value in record["values"].items():
                 self._gauges.setdefault(name, []).append((t, float(value)))
@@ -70,6 +74,9 @@ class RunDataBuilder:
         # the RSS sampler was off.
         data.ops = series(self._ops or self._progress_ops, "ops")
         data.gauges = {name: series(points, "") for name, points in self._gauges.items()}
+        data.memory = {
+            name: series(points, MEMORY_SIGNALS[name]) for name, points in self._memory.items()
+        }
         return data
 
 

@@ -10,10 +10,15 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
 
 - ``rss``:     ``rss``, ``uss`` (bytes; ``uss`` may be null), ``ops`` (cumulative)
 - ``gc``:      ``gen``, ``collected``, ``uncollectable``, ``pause_s``, ``ops``
+- ``heap``:    ``py_blocks`` (Python allocated blocks), and where available
+               ``heap`` (C heap bytes in use), ``cuda_allocated`` and
+               ``cuda_reserved`` (bytes), ``ops``
 - ``gauges``:  ``values`` ({name: float}), ``ops``
 - ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
                ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained
-               cycles, see ``harness.analysis``), ``collected`` (objects freed)
+               cycles, see ``harness.analysis``), ``collected`` (objects freed),
+               ``released`` ({"heap": bytes, "py_blocks": blocks} the window's
+               own collections gave back; absent in older files)
 - ``objects``: ``counts`` ({type: live count}), ``ops``
 - ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
                ``crash``, ``end``, ...) and event-specific fields
@@ -33,6 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+# The fields of ``heap`` lines and their units (bytes, or a plain count).
+MEMORY_SIGNALS = {"heap": "B", "py_blocks": "", "cuda_allocated": "B", "cuda_reserved": "B"}
 
 
 @dataclass
@@ -59,6 +66,7 @@ class RunData:
     rss: Series = field(default_factory=lambda: Series.empty("B"))
     uss: Series = field(default_factory=lambda: Series.empty("B"))
     ops: Series = field(default_factory=lambda: Series.empty("ops"))
+    memory: dict[str, Series] = field(default_factory=dict)  # the ``heap`` lines' signals
     gauges: dict[str, Series] = field(default_factory=dict)
     gc_events: list[dict[str, Any]] = field(default_factory=list)
     garbage_windows: list[dict[str, Any]] = field(default_factory=list)

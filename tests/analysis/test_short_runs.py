@@ -4,7 +4,9 @@ The shapes are those of real 20 s runs (leak-harness check): after a 2 s
 warm-up, a healthy worker's RSS still climbs by a few hundred kB as traffic
 histories and caches fill, levelling off over ~20 s; the first objects window
 (at 15 s) adds a 0.3-1.8 MB step; after ``loop_end`` the final windows and
-the malloc_trim probe drop it by 1-9 MB.
+the malloc_trim probe drop it by 1-9 MB. The healthy growth these runs are
+judged against is given here (``HEALTHY``), as ``bench/calibrate.py`` would
+measure it on such a worker: up to 4 MB over the window.
 """
 
 from __future__ import annotations
@@ -12,15 +14,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis.budgets import parse_budget
-from harness.analysis.summary import summarize
+from harness.analysis.calibration import Calibration
+from harness.analysis.summary import Analysis, summarize
 from harness.analysis.trend import growth
-from harness.analysis.verdict import Resolution, judge_rate
+from harness.runfiles.rundata import RunData
 from tests.analysis.synth import HOUR, MB, ar1, pages, run_data, settling, times
 
 RSS = "rss: 50 MB/h"
 SEEDS = range(50)
 BASE = 240 * MB
+# The synthetic healthy worker below: settling (2 MB) plus a step (up to 1.8 MB).
+HEALTHY = Calibration({"rss": {"*": [(18.0, 4 * MB), (600.0, 4 * MB)]}})
+
+
+def judge(run: RunData) -> Analysis:
+    return summarize(run, [RSS], calibration=HEALTHY)
 
 
 def healthy(rng: np.random.Generator, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -48,13 +56,13 @@ def test_healthy_20s_runs_pass_and_say_why() -> None:
     rules = set()
     for seed in SEEDS:
         t, v = with_trim(*healthy(np.random.default_rng(seed), 20.0))
-        analysis = summarize(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0), [RSS])
+        analysis = judge(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0))
         assert analysis.verdict == "pass", analysis.reasons
         rules.add(rss_rule(analysis.details))
-    assert "below-resolution" in rules
+    assert rules == {"within-budget"}
     t, v = with_trim(*healthy(np.random.default_rng(3), 20.0))
-    reasons = summarize(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0), [RSS]).reasons
-    assert any(r.startswith("rss") and "'rss: 50 MB/h'" in r for r in reasons)
+    reasons = judge(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0)).reasons
+    assert any(r.startswith("rss") and "'rss: 50 MB/h'" in r and "by itself" in r for r in reasons)
 
 
 @pytest.mark.parametrize("per_h", [3.7e9, 12e9, 55e9])
@@ -63,7 +71,7 @@ def test_leaks_of_the_incidents_size_are_caught_in_20s(per_h: float) -> None:
     for seed in range(20):
         t, v = healthy(np.random.default_rng(seed), 20.0)
         t, v = with_trim(t, pages(v + per_h / HOUR * t))
-        analysis = summarize(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0), [RSS])
+        analysis = judge(run_data((t, v), warmup_end_s=2.0, loop_end_s=20.0))
         assert analysis.verdict == "leak", analysis.reasons
         low, high = analysis.metrics["rss_growth"].ci or (0.0, 0.0)
         assert low <= per_h * 1.15 and high >= per_h * 0.85
@@ -77,12 +85,12 @@ def test_noise_and_one_off_steps_never_give_a_short_leak() -> None:
         t = times(20, 10.0)
         step = rng.uniform(0, 3.8) * MB * (t >= rng.uniform(3, 19))
         v = pages(BASE + ar1(rng, t.size, 0.98, 200e3) + step)
-        analysis = summarize(run_data((t, v), warmup_end_s=2.0), [RSS])
+        analysis = judge(run_data((t, v), warmup_end_s=2.0))
         assert analysis.verdict != "leak", analysis.reasons
 
 
 def test_quick_rise_then_slow_levelling_is_cut_as_warmup_on_longer_runs() -> None:
-    """Where the window can resolve the budget (10 min: 8 MB is 48 MB/h), the
+    """Where the window can resolve the budget (10 min: 4 MB is 24 MB/h), the
     levelling is cut or judged as a plateau, and the judged rate is the flat one."""
     for seed in range(10):
         rng = np.random.default_rng(seed)
@@ -91,7 +99,7 @@ def test_quick_rise_then_slow_levelling_is_cut_as_warmup_on_longer_runs() -> Non
         trend = growth(t, v, warmup_s=2.0)
         assert trend is not None and trend.start_s > 60.0
         assert abs(trend.judged.per_h) < 10 * MB
-        analysis = summarize(run_data((t, v), warmup_end_s=2.0), [RSS])
+        analysis = judge(run_data((t, v), warmup_end_s=2.0))
         assert analysis.verdict == "pass"
         assert rss_rule(analysis.details) == "within-budget"
 
@@ -102,7 +110,7 @@ def test_a_leak_under_the_levelling_is_still_found_on_longer_runs() -> None:
         t = times(600, 10.0)
         rise = settling(t, 0.5 * MB, 20 * MB, 40.0)
         v = pages(BASE + rise + 200 * MB / HOUR * t + ar1(rng, t.size, 0.9, 20e3))
-        analysis = summarize(run_data((t, v), warmup_end_s=2.0), [RSS])
+        analysis = judge(run_data((t, v), warmup_end_s=2.0))
         assert analysis.verdict == "leak", analysis.reasons
         assert analysis.metrics["rss_growth"].value == pytest.approx(200 * MB, rel=0.15)
 
@@ -115,35 +123,5 @@ def test_three_second_run_is_still_judged() -> None:
     v = pages(BASE + 55e9 / HOUR * t + rng.normal(0, 50e3, t.size))
     trend = growth(t, v, warmup_s=2.0)
     assert trend is not None and trend.n >= 8
-    analysis = summarize(run_data(with_trim(t, v), warmup_end_s=2.0, loop_end_s=3.0), [RSS])
+    analysis = judge(run_data(with_trim(t, v), warmup_end_s=2.0, loop_end_s=3.0))
     assert analysis.verdict == "leak"
-
-
-class TestBelowResolution:
-    """The rule on its own: a window too short to resolve the budget."""
-
-    budget = parse_budget(RSS)
-    short = Resolution(amount=8 * MB, span_s=18.0)  # resolves 1.6 GB/h
-    long = Resolution(amount=8 * MB, span_s=HOUR)  # resolves 8 MB/h: the budget decides
-
-    def test_growth_under_a_one_off_move_passes_and_says_so(self) -> None:
-        judged = judge_rate("rss growth", 95 * MB, (78 * MB, 147 * MB), self.budget, self.short)
-        assert (judged.status, judged.rule) == ("pass", "below-resolution")
-        assert "not enough data to confirm a rate of 'rss: 50 MB/h'" in judged.reason
-        assert "at most 735 KB" in judged.reason and "9m36s" in judged.reason
-
-    def test_an_upper_bound_over_the_resolution_stays_suspicious(self) -> None:
-        judged = judge_rate("rss growth", 900 * MB, (-200 * MB, 2e9), self.budget, self.short)
-        assert (judged.status, judged.rule) == ("suspicious", "unconfirmed-growth")
-
-    def test_confirmed_growth_must_beat_the_resolution(self) -> None:
-        assert judge_rate("rss", 3.7e9, (3e9, 4e9), self.budget, self.short).status == "leak"
-        under = judge_rate("rss", 1.2e9, (1e9, 1.4e9), self.budget, self.short)
-        assert under.status == "pass" and under.rule == "below-resolution"
-
-    def test_long_windows_are_judged_on_the_budget(self) -> None:
-        assert judge_rate("rss", 95 * MB, (78 * MB, 147 * MB), self.budget, self.long).status == (
-            "leak"
-        )
-        assert self.long.per_h == pytest.approx(8 * MB)
-        assert self.short.window_for(50 * MB) == pytest.approx(576.0)

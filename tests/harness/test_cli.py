@@ -86,6 +86,7 @@ def test_corrupt_samples_in_the_output_folder_is_not_overwritten(
     assert "already holds a run" in err
 
 
+@pytest.mark.integration
 def test_run_prints_verdict_reasons_and_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,7 +124,7 @@ def test_cli_budgets_replace_the_same_kind_only() -> None:
     [
         ({"duration_s": None}, "needs a duration or an op count"),
         ({"gc_mode": "turbo"}, "unknown GC mode 'turbo'"),
-        ({"samplers": ("rss", "heap")}, "unknown sampler 'heap'"),
+        ({"samplers": ("rss", "heaps")}, "unknown sampler 'heaps'"),
         ({"options": {"f": object()}}, "plain JSON values"),
     ],
 )

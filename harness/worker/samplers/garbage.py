@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.worker.samplers.base import PeriodicSampler, forced_collection
 from harness.worker.samplers.cycles import explain_garbage, storage_bytes
+from harness.worker.samplers.heap import load_heap_reader
 
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
 EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
@@ -33,6 +34,7 @@ class GarbageSampler(PeriodicSampler):
         # window always runs, and a window at t=0 would only see the build's leftovers.
         super().__init__(interval_s)
         self._explainer = explainer
+        self._heap, _ = load_heap_reader()
 
     def unavailable(self) -> str | None:
         if not hasattr(gc, "DEBUG_SAVEALL"):
@@ -42,6 +44,7 @@ class GarbageSampler(PeriodicSampler):
     def take(self, now: float, final: bool = False) -> None:
         flags = gc.get_debug()
         first = len(gc.garbage)  # keep whatever was there before us
+        before = self._levels()
         with forced_collection():
             gc.set_debug(flags | gc.DEBUG_SAVEALL)
             try:
@@ -51,9 +54,23 @@ class GarbageSampler(PeriodicSampler):
                 gc.set_debug(flags)
                 del gc.garbage[first:]
                 freed = gc.collect()
+        released = {k: max(0, before[k] - level) for k, level in self._levels().items()}
         self.sink.sample(
-            "garbage", now, ops=self.ops, collected=collected, freed=freed, final=final, **record
+            "garbage", now, ops=self.ops, collected=collected, freed=freed, final=final,
+            released=released, **record,
         )
+
+    def _levels(self) -> dict[str, int]:
+        """The exact signals a forced collection moves: C heap bytes, Python blocks.
+
+        Read around each window so the analysis can add back what the harness's
+        own collection released: a production process with rare gen-2
+        collections would still hold it (see :mod:`harness.analysis.runview`).
+        """
+        levels = {"py_blocks": sys.getallocatedblocks()}
+        if self._heap is not None:
+            levels["heap"] = self._heap()
+        return levels
 
     def _read(self, first: int) -> dict[str, Any]:
         # A separate frame: every reference to the saved objects dies on return,

@@ -1,0 +1,123 @@
+"""Measure how much the fixed caches grow by themselves; write the analysis's calibration.
+
+Every scenario runs with the fixed code for each duration and seed, exactly as
+a user's run would (its own workload, budgets, warm-up). For each signal (RSS,
+USS, C heap, Python blocks) the growth the analysis would judge, the judged
+slope times its window, is kept as one point per run (times a margin);
+``"*"`` pools every scenario's points. The result replaces
+``harness/analysis/calibration.json``; see :mod:`harness.analysis.calibration`
+for how the analysis uses it.
+
+    python bench/calibrate.py [--durations 20s,60s] [--seeds 3] [--jobs 2] [-k radix]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.analysis.calibration import ANY_SCENARIO, CALIBRATION_FILE, FORMAT
+from harness.analysis.runview import RunView
+from harness.analysis.units import parse_duration
+from harness.configure import scenario_config
+from harness.parent.runner import run
+from harness.registry import load_scenario, scenario_names
+from harness.runfiles.names import SAMPLES_FILE
+from harness.runfiles.reader import load_samples
+
+SIGNALS = ("rss", "uss", "heap", "py_blocks")
+# A handful of seeds shows less than the largest a healthy run can do; the
+# stored amount is the largest seen times this margin.
+MARGIN = 1.5
+Point = tuple[str, str, float, float]  # signal, scenario, window_s, amount
+
+
+def healthy_growth(rundir: Path, scenario: str) -> Iterator[Point]:
+    """The judged growth of each signal in one fixed run, as (window, amount)."""
+    data = load_samples(rundir / SAMPLES_FILE)
+    view = RunView(data, data.warmup_end_s)
+    for signal in SIGNALS:
+        if signal not in view.series:
+            continue
+        trend = view.trend(signal, view.end_s)
+        if trend is None:
+            continue
+        slope = trend.judged
+        yield signal, scenario, slope.span_s, max(slope.per_h, 0.0) * slope.span_s / 3600.0
+
+
+def one_run(name: str, duration: str, seed: int, out: Path) -> list[Point]:
+    rundir = out / f"{name}-{duration}-{seed}"
+    config = scenario_config(load_scenario(name), rundir, duration_s=parse_duration(duration),
+                             seed=seed)
+    outcome = run(config)
+    points = list(healthy_growth(rundir, name))
+    shown = ", ".join(f"{s} {a:.3g} in {w:.0f} s" for s, _, w, a in points)
+    print(f"  {name} {duration} seed {seed}: {outcome.verdict}; {shown}", flush=True)
+    return points
+
+
+def calibration(points: list[Point]) -> dict[str, dict[str, list[list[float]]]]:
+    """Every run's point with the margin, per signal and scenario; ``*`` pools them."""
+    signals: dict[str, dict[str, list[list[float]]]] = {}
+    for signal, scenario, window, amount in points:
+        stored = [round(window, 1), round(MARGIN * amount)]
+        for who in (scenario, ANY_SCENARIO):
+            signals.setdefault(signal, {}).setdefault(who, []).append(stored)
+    for by_scenario in signals.values():
+        for pts in by_scenario.values():
+            pts.sort()
+    return signals
+
+
+def dump(document: dict[str, Any]) -> str:
+    """JSON with one line per signal and scenario, so a diff shows what moved."""
+    head = {k: v for k, v in document.items() if k != "signals"}
+    lines = [json.dumps(head)[:-1] + ', "signals": {']
+    for i, (signal, by_scenario) in enumerate(document["signals"].items()):
+        lines.append(f"  {json.dumps(signal)}: {{")
+        rows = [f"    {json.dumps(who)}: {json.dumps(points)}" for who, points in
+                by_scenario.items()]
+        lines.append(",\n".join(rows))
+        lines.append("  }" + ("," if i < len(document["signals"]) - 1 else ""))
+    return "\n".join([*lines, "}}"]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--durations", default="20s,60s")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("-k", dest="select", default="", help="scenarios whose name contains this")
+    parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
+    args = parser.parse_args(argv)
+    names = [n for n in scenario_names() if args.select in n]
+    durations = args.durations.split(",")
+    jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(one_run, n, d, s, Path(tmp)) for n, d, s in jobs]
+        points = [p for f in futures for p in f.result()]
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "measured": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "how": f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
+               f"--jobs {args.jobs}; one point per fixed run: its judged window and "
+               f"{MARGIN} x its judged growth over it",
+        "signals": calibration(points),
+    }
+    args.out.write_text(dump(document), encoding="utf-8")
+    print(f"calibration written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

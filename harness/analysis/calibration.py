@@ -1,0 +1,95 @@
+"""How much a healthy cache's signals grow by themselves: measured, stored as data.
+
+RSS and Python block counts of a fixed cache keep climbing for minutes while
+the tree and the traffic's conversation histories fill towards their bounds
+(DESIGN.md, practical notes: RSS +26 to +107 MB/h over the first 40 s), while
+the C heap stays flat. A rule that compared an interval with a budget alone
+would call a healthy cache a leak, so each rate is judged on its excess over
+the growth the fixed cache shows over a window of the same length.
+
+``calibration.json`` beside this module holds that growth, written by
+``bench/calibrate.py`` from runs of the fixed scenarios (``make calibrate``):
+per signal and scenario, points ``[window_s, amount]``, one per run: how much
+the judged slope of a fixed run grew (series unit, with a margin) over its
+judged window of ``window_s`` seconds. ``"*"`` pools every scenario's points,
+for scenarios without points of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+FORMAT = 1
+ANY_SCENARIO = "*"
+# Past the longest window measured, a fill keeps going but slows down: the
+# amount is assumed to grow as the square root of the window (a guess on the
+# safe side of "bounded"; measure longer windows to replace it).
+BEYOND_EXPONENT = 0.5
+
+Points = list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Healthy growth amounts per signal and scenario (see the module docstring)."""
+
+    signals: dict[str, dict[str, Points]]
+    source: str = ""
+
+    def points(self, signal: str, scenario: str) -> Points:
+        by_scenario = self.signals.get(signal, {})
+        return by_scenario.get(scenario) or by_scenario.get(ANY_SCENARIO) or []
+
+    def measured(self, signal: str, scenario: str) -> bool:
+        """Whether ``scenario`` has points of its own (else ``*`` stands in)."""
+        return bool(self.signals.get(signal, {}).get(scenario))
+
+    def allowance(self, signal: str, scenario: str, window_s: float) -> float:
+        """The most a healthy run of ``scenario`` grows in ``signal`` over ``window_s``."""
+        return healthy_amount(self.points(signal, scenario), window_s)
+
+
+def healthy_amount(points: Points, window_s: float) -> float:
+    """The most a healthy run grew over a window no longer than ``window_s`` (0 without points).
+
+    An upper envelope of the measured points, never an interpolation between
+    runs: a window shorter than every measured one takes the shortest one's
+    amount (a short window can show as much), and past the longest window
+    the amount grows as ``window_s ** BEYOND_EXPONENT``.
+    """
+    if not points or not window_s > 0:
+        return 0.0
+    shortest = min(w for w, _ in points)
+    longest = max(w for w, _ in points)
+    within = max(max(a, 0.0) for w, a in points if w <= max(window_s, shortest))
+    if window_s <= longest:
+        return within
+    return within * float((window_s / longest) ** BEYOND_EXPONENT)
+
+
+def parse(data: Any, source: str) -> Calibration:
+    """A calibration from its JSON form; ValueError with a sentence if malformed."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{source} is not a leak-harness calibration (format {FORMAT}).")
+    signals: dict[str, dict[str, Points]] = {}
+    for signal, by_scenario in dict(data.get("signals", {})).items():
+        signals[signal] = {
+            scenario: [(float(w), float(a)) for w, a in points]
+            for scenario, points in dict(by_scenario).items()
+        }
+        for points in signals[signal].values():
+            if any(not (math.isfinite(w) and w > 0 and math.isfinite(a)) for w, a in points):
+                raise ValueError(f"{source}: {signal} has a point that is not a finite window.")
+    return Calibration(signals, source)
+
+
+@cache
+def load_calibration(path: Path = CALIBRATION_FILE) -> Calibration:
+    """The calibration shipped with the harness (read once per process)."""
+    return parse(json.loads(path.read_text(encoding="utf-8")), str(path))

@@ -1,0 +1,90 @@
+"""The calibration: healthy growth stored as data, interpolated, and judged against."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.analysis.budgets import parse_budget
+from harness.analysis.calibration import (
+    CALIBRATION_FILE,
+    Calibration,
+    healthy_amount,
+    load_calibration,
+    parse,
+)
+from harness.analysis.runview import held_back
+from harness.analysis.verdict import Allowance, judge_rate
+from harness.runfiles.rundata import Series
+from tests.analysis.synth import MB
+
+POINTS = [(18.0, 2 * MB), (58.0, 3 * MB)]
+
+
+def test_amounts_are_an_upper_envelope_growing_slowly_past_the_longest_window() -> None:
+    assert healthy_amount(POINTS, 5.0) == 2 * MB  # a short window can show as much
+    assert healthy_amount(POINTS, 38.0) == 2 * MB
+    assert healthy_amount([*POINTS, (30.0, 4 * MB)], 38.0) == 4 * MB
+    assert healthy_amount(POINTS, 58.0) == 3 * MB
+    assert healthy_amount(POINTS, 58.0 * 4) == pytest.approx(6 * MB)  # square root beyond
+    assert healthy_amount([], 20.0) == 0.0
+
+
+def test_a_scenario_without_points_of_its_own_takes_the_largest_of_all() -> None:
+    calibration = Calibration({"rss": {"*": POINTS, "radix-steady": [(18.0, 1 * MB)]}})
+    assert calibration.allowance("rss", "radix-steady", 18.0) == 1 * MB
+    assert calibration.allowance("rss", "my-scenario", 18.0) == 2 * MB
+    assert calibration.measured("rss", "radix-steady")
+    assert not calibration.measured("rss", "my-scenario")
+    assert calibration.allowance("heap", "radix-steady", 18.0) == 0.0
+
+
+def test_the_shipped_calibration_loads_and_covers_the_judged_signals() -> None:
+    calibration = load_calibration()
+    for signal in ("rss", "heap", "py_blocks"):
+        assert calibration.points(signal, "*"), f"no healthy growth measured for {signal}"
+
+
+def test_a_malformed_calibration_is_a_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a leak-harness calibration"):
+        parse({"format": 99}, "x.json")
+    with pytest.raises(ValueError, match="not a finite window"):
+        parse({"format": 1, "signals": {"rss": {"*": [[0, 1]]}}}, "x.json")
+    assert json.loads(CALIBRATION_FILE.read_text())["format"] == 1
+
+
+class TestJudgedOnTheExcess:
+    budget = parse_budget("rss: 50 MB/h")
+    healthy = Allowance(amount=1 * MB, span_s=18.0, source="the fixed radix-steady")  # 200 MB/h
+
+    def test_growth_a_healthy_run_shows_passes_and_the_reason_says_how_much(self) -> None:
+        judged = judge_rate("rss", 95 * MB, (78 * MB, 147 * MB), self.budget, self.healthy)
+        assert judged.status == "pass"
+        assert "the fixed radix-steady grows 1 MB over 18s by itself" in judged.reason
+
+    def test_an_interval_above_budget_plus_allowance_is_a_leak(self) -> None:
+        judged = judge_rate("rss", 400 * MB, (300 * MB, 500 * MB), self.budget, self.healthy)
+        assert judged.status == "leak" and judged.rule == "confirmed-growth"
+
+    def test_straddling_is_suspicious_and_says_what_would_settle_it(self) -> None:
+        judged = judge_rate("rss", 400 * MB, (100 * MB, 700 * MB), self.budget, self.healthy)
+        assert judged.status == "suspicious"
+        assert "a run of about 36s would settle it" in judged.reason  # 18 s * 300 / 150
+
+    def test_without_allowance_the_budget_alone_decides(self) -> None:
+        judged = judge_rate("heap", 60 * MB, (55 * MB, 65 * MB), self.budget, None)
+        assert judged.status == "leak"
+        assert "by itself" not in judged.reason
+
+
+def test_what_the_harness_collections_released_is_added_back_to_later_samples() -> None:
+    t = np.arange(10, dtype=np.float64)
+    heap = Series(t, np.full(10, 100.0), "B")
+    windows = [{"t": 3.0, "released": {"heap": 40}}, {"t": 6.5, "released": {"py_blocks": 9}},
+               {"t": 7.0, "released": {"heap": 5}}]
+    held = held_back(heap, windows, "heap")
+    assert held.v.tolist() == [100, 100, 100, 100, 140, 140, 140, 140, 145, 145]
+    assert held_back(heap, [], "heap") is heap
