@@ -56,21 +56,19 @@ class Calibration:
 
 
 def healthy_amount(points: Points, window_s: float) -> float:
-    """The most a healthy run grew over a window no longer than ``window_s`` (0 without points).
+    """The most a healthy run grew over any measured window (0 without points).
 
-    An upper envelope of the measured points, never an interpolation between
-    runs: a window shorter than every measured one takes the shortest one's
-    amount (a short window can show as much), and past the longest window
-    the amount grows as ``window_s ** BEYOND_EXPONENT``.
+    Not scaled down for shorter windows: the judged slope of a fixed run is
+    often fitted on a part of it (the last third after a plateau), and RSS
+    grows in steps (pages, arenas), so a short window can hold all of a
+    longer one's growth. Past the longest window measured the amount grows
+    as ``window_s ** BEYOND_EXPONENT``.
     """
     if not points or not window_s > 0:
         return 0.0
-    shortest = min(w for w, _ in points)
+    most = max(max(a, 0.0) for _, a in points)
     longest = max(w for w, _ in points)
-    within = max(max(a, 0.0) for w, a in points if w <= max(window_s, shortest))
-    if window_s <= longest:
-        return within
-    return within * float((window_s / longest) ** BEYOND_EXPONENT)
+    return most * float(max(window_s / longest, 1.0) ** BEYOND_EXPONENT)
 
 
 def parse(data: Any, source: str) -> Calibration:

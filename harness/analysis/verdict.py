@@ -93,9 +93,9 @@ def _after_allowance(allowance: Allowance | None, unit: str) -> str:
     if allowance is None or allowance.amount <= 0:
         return ""
     return (
-        f"; {allowance.source} grows {format_rate(allowance.amount, unit.split('/')[0])} over "
-        f"{format_duration(allowance.span_s)} by itself, so the judged excess is that minus "
-        f"{format_rate(allowance.per_h, unit)}"
+        f" less the {format_rate(allowance.per_h, unit)} {allowance.source} grows by itself "
+        f"({format_rate(allowance.amount, unit.split('/')[0])} over "
+        f"{format_duration(allowance.span_s)})"
     )
 
 
