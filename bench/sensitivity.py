@@ -11,10 +11,12 @@ exists, else on ``radix-steady`` with the zoo's load options (idle gaps).
 
 Per run: the true rate (slope of the ``zoo_ledger_bytes`` gauge over the
 analysis window), the verdict, ``time_to_detect_s``, and the metric that
-judged it with its estimate and 95% interval. Then a resolution table per
-signal from the fixed cache's runs: ``summary.metrics[signal]
-["resolution_per_h"]`` where the analysis gives it ("n/a" where not), beside
-the interval half-width each signal really had.
+judged it with its estimate and 95% interval, and what every memory signal
+(RSS, USS, heap, Python blocks: whatever the summary has) read. Then a
+resolution table per signal from the fixed cache's runs: the field
+``resolution_per_h`` of ``summary.metrics["<signal>_growth"]``, or the metric
+``<signal>_resolution`` the analysis publishes today ("n/a" where neither
+is), beside the interval half-width each signal really had.
 
 Targets: every leak kind at >= 200 MB/h caught (``leak``) at 20 s and at
 >= 50 MB/h at 60 s; no ``leak`` on a non-leak.
@@ -195,38 +197,83 @@ def kind_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None
                for r in here])
 
 
-# ---------------------------------------------------------------------- resolution
+# ---------------------------------------------------------------------- signals
+GROWTH, RESOLUTION = "_growth", "_resolution"
+
+
 def signals(metrics: dict[str, dict[str, Any]]) -> list[str]:
-    """Rate metrics of memory signals: any with a resolution, and every byte rate."""
-    return [name for name, m in metrics.items()
-            if "resolution_per_h" in m or m.get("unit") == "B/h"]
+    """Memory signals the summary has: byte rates, and any rate with a resolution."""
+    found: list[str] = []
+    for name, m in metrics.items():
+        if name.endswith(RESOLUTION):
+            base = name.removesuffix(RESOLUTION)
+        elif name.endswith(GROWTH) and (m.get("unit") == "B/h" or "resolution_per_h" in m):
+            base = name.removesuffix(GROWTH)
+        else:
+            continue
+        if base not in found:
+            found.append(base)
+    return found
 
 
-def resolution_cell(metric: dict[str, Any] | None) -> str:
-    if metric is None:
-        return "-"
-    unit = metric.get("unit", "")
-    resolution = metric.get("resolution_per_h")
-    shown = "n/a" if resolution is None else rate_text(float(resolution), unit).lstrip("+")
-    ci = metric.get("ci")
+def resolution(metrics: dict[str, dict[str, Any]], signal: str) -> tuple[float, str] | None:
+    """The smallest growth of ``signal`` this run could confirm, and its unit.
+
+    The field ``resolution_per_h`` of the signal's growth metric where the
+    summary has one; else the metric ``<signal>_resolution`` (how the analysis
+    publishes it today)."""
+    growth = metrics.get(signal + GROWTH, {})
+    if growth.get("resolution_per_h") is not None:
+        return float(growth["resolution_per_h"]), str(growth.get("unit", ""))
+    own = metrics.get(signal + RESOLUTION)
+    if own is not None and own.get("value") is not None:
+        return float(own["value"]), str(own.get("unit", ""))
+    return None
+
+
+def resolution_cell(metrics: dict[str, dict[str, Any]], signal: str) -> str:
+    found = resolution(metrics, signal)
+    shown = "n/a" if found is None else rate_text(found[0], found[1]).lstrip("+")
+    growth = metrics.get(signal + GROWTH, {})
+    ci = growth.get("ci")
     if ci:
-        shown += f" (±{rate_text((ci[1] - ci[0]) / 2, unit).lstrip('+')})"
+        half = (ci[1] - ci[0]) / 2
+        shown += f" (±{rate_text(half, str(growth.get('unit', ''))).lstrip('+')})"
     return shown
 
 
 def resolution_table(rec: Record, fixed_rows: list[dict[str, Any]]) -> None:
     durations = sorted({r["duration_s"] for r in fixed_rows})
-    runs = {d: [r for r in fixed_rows if r["duration_s"] == d and r["seed"] == 0]
-            for d in durations}
+    first = {d: next(r for r in fixed_rows if r["duration_s"] == d) for d in durations}
     names: list[str] = []
     for d in durations:
-        for r in runs[d]:
-            names += [n for n in signals(r["metrics"]) if n not in names]
-    rec.say("Resolution per signal, fixed cache (seed 0): the analysis's resolution_per_h "
-            "(n/a: the summary has none), with the 95% interval's half-width in brackets.")
+        names += [n for n in signals(first[d]["metrics"]) if n not in names]
+    rec.say("Resolution per signal, fixed cache (first seed): the smallest growth the run could "
+            "confirm (n/a: the summary gives none), with the 95% interval's half-width in "
+            "brackets.")
     rec.table(["signal", *(f"{d:g} s" for d in durations)],
-              [[name, *(resolution_cell(runs[d][0]["metrics"].get(name) if runs[d] else None)
-                        for d in durations)] for name in names])
+              [[name, *(resolution_cell(first[d]["metrics"], name) for d in durations)]
+               for name in names])
+
+
+def signal_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None:
+    """What each memory signal read, per target: which signal sees which kind."""
+    here = [r for r in rows if r["duration_s"] == duration]
+    names: list[str] = []
+    for r in here:
+        names += [n for n in signals(r["metrics"]) if n not in names]
+    rec.say(f"{duration:g} s runs, growth each signal read (first seed):")
+    rec.table(["target", "true rate", *names],
+              [[r["target"], rate_text(r["true_rate"], r["unit"]),
+                *(growth_cell(r["metrics"], n) for n in names)]
+               for r in here if r["seed"] == here[0]["seed"]])
+
+
+def growth_cell(metrics: dict[str, dict[str, Any]], signal: str) -> str:
+    growth = metrics.get(signal + GROWTH)
+    if not growth or growth.get("value") is None:
+        return "-"
+    return rate_text(float(growth["value"]), str(growth.get("unit", "")))
 
 
 # ---------------------------------------------------------------------- targets
@@ -293,18 +340,21 @@ def main(argv: list[str] | None = None) -> int:
 def publish(rec: Record, rows: list[dict[str, Any]]) -> None:
     order = {t.name: i for i, t in enumerate(ZOO)}
     rows.sort(key=lambda r: (r["duration_s"], order[r["target"]], r["seed"]))
-    rec.figures["runs"] = [{k: v for k, v in r.items() if k != "metrics"} for r in rows]
+    rec.figures["runs"] = [{**{k: v for k, v in r.items() if k != "metrics"},
+                            "signals": {n: r["metrics"].get(n + GROWTH) for n in
+                                        signals(r["metrics"])}} for r in rows]
     rec.say("Each zoo target (bench/zoo/targets.py) on radix-steady in a real worker; true rate = "
             "the ledger gauge's slope over the analysis window (lock leak: locked tokens).")
     # A fixed-only duration (BENCH_FULL's 10 min run) feeds the resolution table alone.
     for duration in sorted({r["duration_s"] for r in rows if r["target"] != "fixed"
                             or r["duration_s"] in RATE_AT}):
         kind_table(rec, rows, duration)
+        signal_table(rec, rows, duration)
     detect_summary(rec, rows)
     fixed = [r for r in rows if r["target"] == "fixed"]
     if fixed:
         rec.figures["resolution"] = {f"{r['duration_s']:g}s seed {r['seed']}": {
-            n: r["metrics"][n] for n in signals(r["metrics"])} for r in fixed}
+            n: resolution(r["metrics"], n) for n in signals(r["metrics"])} for r in fixed}
         resolution_table(rec, fixed)
     report_targets(rec, rows)
     rec.publish()
