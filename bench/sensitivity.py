@@ -9,8 +9,8 @@ leak runs at its default rate in tokens per hour; non-leaks at their
 defaults. The idle-only leak runs on ``radix-idle`` when that scenario
 exists, else on ``radix-steady`` with the zoo's load options (idle gaps).
 
-Per run: the true rate (slope of the ``zoo_ledger_bytes`` gauge over the
-analysis window), the verdict, ``time_to_detect_s``, and the metric that
+Per run: the true rate (least-squares slope of the ``zoo_ledger_bytes``
+gauge over the analysis window), the verdict, ``time_to_detect_s``, and the metric that
 judged it with its estimate and 95% interval, and what every memory signal
 (RSS, USS, heap, Python blocks: whatever the summary has) read. Then a
 resolution table per signal from the fixed cache's runs: the field
@@ -21,7 +21,8 @@ is), beside the interval half-width each signal really had.
 Targets: every leak kind at >= 200 MB/h caught (``leak``) at 20 s and at
 >= 50 MB/h at 60 s; no ``leak`` on a non-leak.
 
-    python bench/sensitivity.py [--seeds 1] [--jobs 2] [-k dict,fixed]
+    python bench/sensitivity.py [--seeds 1] [--jobs 2] [-k dict,fixed] [--durations 20,60]
+                                [--out DIR]
     BENCH_FULL=1 python bench/sensitivity.py   # 3 seeds, and a 10 min fixed run
 """
 
@@ -145,18 +146,20 @@ def judging_metric(metrics: dict[str, dict[str, Any]], verdict: str) -> tuple[st
 
 
 def true_rate(rundir: Path, window: Sequence[float] | None) -> float | None:
-    """Slope of the ledger gauge over the analysis window, per hour (its unit)."""
+    """Least-squares slope of the ledger gauge over the analysis window, per hour.
+
+    A fitted line, not the two ends: a non-leak's ledger rises and falls (the
+    sawtooth's by 16 MB every 4 s), and its ends would depend on the phase."""
     try:
         gauge = load_samples(rundir / SAMPLES_FILE).gauges[LEDGER_GAUGE]
     except (OSError, KeyError, ValueError):
         return None
-    if len(gauge) < 2:
+    start, end = window if window else (-np.inf, np.inf)
+    inside = (gauge.t >= start) & (gauge.t <= end)
+    t, v = gauge.t[inside], gauge.v[inside]
+    if t.size < 3 or np.ptp(t) <= 0:
         return None
-    start, end = window if window else (float(gauge.t[0]), float(gauge.t[-1]))
-    if end <= start:
-        return None
-    low, high = np.interp((start, end), gauge.t, gauge.v)
-    return float((high - low) / (end - start) * 3600.0)
+    return float(np.polyfit(t, v, 1)[0] * 3600.0)
 
 
 # ---------------------------------------------------------------------- formatting
@@ -257,11 +260,17 @@ def resolution_table(rec: Record, fixed_rows: list[dict[str, Any]]) -> None:
 
 
 def signal_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None:
-    """What each memory signal read, per target: which signal sees which kind."""
+    """What each memory signal read, per target: which signal sees which kind.
+
+    Signals with a resolution only (rss, uss, heap, py_blocks today): the
+    other fits of a signal (``rss_tail``, ``rss_after_step``...) show in the
+    kind table when one judged a run. Without any resolution, every byte rate."""
     here = [r for r in rows if r["duration_s"] == duration]
     names: list[str] = []
     for r in here:
         names += [n for n in signals(r["metrics"]) if n not in names]
+    resolved = [n for n in names if any(resolution(r["metrics"], n) for r in here)]
+    names = resolved or names
     rec.say(f"{duration:g} s runs, growth each signal read (first seed):")
     rec.table(["target", "true rate", *names],
               [[r["target"], rate_text(r["true_rate"], r["unit"]),
@@ -319,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=FULL_SEEDS if full else 1)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (each one worker)")
     parser.add_argument("-k", dest="select", default=None, help="zoo targets (substrings, a,b)")
+    parser.add_argument("--out", default=None, help="keep the run folders here (default: a "
+                                                    "temporary folder, removed at the end)")
     parser.add_argument("--durations", default=",".join(f"{d:g}" for d in DURATIONS),
                         help="seconds per run; byte leaks run at 200 MB/h at 20 s, 50 MB/h at "
                              "60 s, their default rate otherwise")
@@ -330,9 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": args.jobs, "targets": len({j.target.name for j in jobs}), "full": full,
         "select": args.select or "all"})
     importable_here()
-    with tempfile.TemporaryDirectory(prefix="bench-sensitivity-") as tmp, \
-            ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rows = list(pool.map(lambda job: run_job(job, Path(tmp)), jobs))
+    with tempfile.TemporaryDirectory(prefix="bench-sensitivity-") as tmp:
+        out = Path(args.out or tmp)
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            rows = list(pool.map(lambda job: run_job(job, out), jobs))
     publish(rec, rows)
     return 0
 

@@ -1,0 +1,59 @@
+"""The sensitivity bench's reading of summaries (pure functions; no runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.sensitivity import (
+    IDLE_SCENARIO,
+    SCENARIO,
+    Job,
+    judging_metric,
+    resolution,
+    resolution_cell,
+    signals,
+)
+from bench.zoo.targets import BY_NAME
+
+METRICS: dict[str, dict[str, Any]] = {
+    "rss_growth": {"value": 3e8, "unit": "B/h", "ci": [1e8, 5e8]},
+    "rss_after_step_growth": {"value": 4e7, "unit": "B/h", "ci": [2e7, 6e7],
+                              "budget": "rss: 50 MB/h", "status": "pass"},
+    "rss_resolution": {"value": 3.8e8, "unit": "B/h"},
+    "heap_growth": {"value": 2e8, "unit": "B/h", "ci": [1.9e8, 2.1e8]},
+    "py_blocks_growth": {"value": 5e5, "unit": "/h", "ci": [4e5, 6e5],
+                         "resolution_per_h": 1e6},
+    "detached_alive_nodes_max": {"value": 16.0, "unit": "",
+                                 "budget": "detached_alive_nodes: <= 0", "status": "leak"},
+    "tree_nodes_growth": {"value": 1e3, "unit": "/h", "ci": [-1e3, 3e3]},
+}
+
+
+def test_the_metric_that_gave_the_verdict_is_the_one_reported() -> None:
+    assert judging_metric(METRICS, "leak")[0] == "detached_alive_nodes_max"
+    assert judging_metric(METRICS, "pass")[0] == "rss_after_step_growth"  # the judged RSS fit
+
+
+def test_signals_are_byte_rates_and_rates_with_a_resolution() -> None:
+    assert signals(METRICS) == ["rss", "rss_after_step", "heap", "py_blocks"]
+
+
+def test_resolution_from_the_field_or_the_metric_else_na() -> None:
+    assert resolution(METRICS, "py_blocks") == (1e6, "/h")  # resolution_per_h field
+    assert resolution(METRICS, "rss") == (3.8e8, "B/h")  # <signal>_resolution metric
+    assert resolution(METRICS, "heap") is None
+    assert resolution_cell(METRICS, "heap") == "n/a (±10.0 MB/h)"
+    assert resolution_cell(METRICS, "rss") == "380.0 MB/h (±200.0 MB/h)"
+
+
+def test_byte_leaks_run_at_the_duration_s_target_rate_others_at_their_default() -> None:
+    assert Job(BY_NAME["dict_retention"], 20.0, 0).rate == 200e6
+    assert Job(BY_NAME["dict_retention"], 60.0, 0).rate == 50e6
+    assert Job(BY_NAME["lock_leak"], 20.0, 0).rate == BY_NAME["lock_leak"].default_rate
+    assert Job(BY_NAME["slow_leak"], 20.0, 0).scenario() == (SCENARIO, {"cache": {"rate": 10e6}})
+    assert Job(BY_NAME["fixed"], 20.0, 0).scenario() == (SCENARIO, {"cache": {}})
+
+
+def test_the_idle_leak_gets_idle_gaps_from_a_scenario_or_from_load_options() -> None:
+    name, options = Job(BY_NAME["idle_leak"], 20.0, 0).scenario()
+    assert name == IDLE_SCENARIO or options["load"] == {"pattern": "idle-gaps"}
