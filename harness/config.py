@@ -36,6 +36,7 @@ class SamplerIntervals:
     gauges_s: float = 0.5
     objects_s: float = 15.0  # walks every live object
     garbage_s: float = 30.0  # a full collection with DEBUG_SAVEALL
+    alloc_window_s: float = 2.0  # each of the two tracemalloc windows (about 2x slower)
     progress_s: float = 1.0
 
     def validate(self) -> None:

@@ -54,6 +54,9 @@ class RunView:
             for name, s in run.memory.items() if len(s)
         })
         self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
+        # Samples an allocation window slowed down (tracemalloc, ~2x) judge nothing.
+        self.traced = attribution_windows(run)
+        self.series = {name: without(s, self.traced) for name, s in self.series.items()}
         self.ops = _ops_series(run)
         self.end_s = workload_end(run, self.ops)
         self.start_s = warmup_s if warmup_s is not None else _first_time(run)
@@ -239,6 +242,33 @@ def _warmup_note(name: str, series: Series, start_s: float, trend: Trend) -> str
         f"{name}: the first {format_duration(trend.start_s - start_s)} looked like warm-up "
         f"and was not measured{early}."
     )
+
+
+def attribution_windows(run: RunData) -> list[tuple[float, float]]:
+    """The (start, end) of every allocation window, from its ``attribution`` events.
+
+    A window the run cut short has no end event: it lasts to the end of the run.
+    """
+    starts: dict[int, float] = {}
+    spans = []
+    for event in run.events:
+        if event.get("name") != "attribution":
+            continue
+        if event.get("phase") == "start":
+            starts[int(event["window"])] = float(event["t"])
+        elif int(event.get("window", -1)) in starts:
+            spans.append((starts.pop(int(event["window"])), float(event["t"])))
+    return spans + [(start, math.inf) for start in starts.values()]
+
+
+def without(series: Series, windows: Sequence[tuple[float, float]]) -> Series:
+    """``series`` minus the samples taken inside any of ``windows``."""
+    if not windows or not len(series):
+        return series
+    keep = np.ones(series.t.size, dtype=bool)
+    for start, end in windows:
+        keep &= ~((series.t >= start) & (series.t <= end))
+    return Series(series.t[keep], series.v[keep], series.unit)
 
 
 def held_back(series: Series, windows: Sequence[dict[str, Any]], name: str) -> Series:

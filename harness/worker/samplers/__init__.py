@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from harness.api import Gauge
+from harness.worker.samplers.allocations import AllocationSampler
 from harness.worker.samplers.base import PeriodicSampler, Sampler
 from harness.worker.samplers.garbage import GarbageSampler
 from harness.worker.samplers.gauges import GaugesSampler
@@ -28,8 +29,13 @@ if TYPE_CHECKING:  # the config names samplers from this registry: no import at 
 # RSS sampler stops last so its final sample follows the probe.
 SAMPLER_TYPES = (
     GcEventsSampler, HeapSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
-    MallocTrimSampler, RssSampler,
+    AllocationSampler, MallocTrimSampler, RssSampler,
 )
+# Allocation windows: two, at these fractions of the measured window, so growth in
+# both tells a leak from a structure still filling; each at most ALLOC_SHARE of it.
+ALLOC_AT = (0.25, 0.65)
+ALLOC_SHARE = 1 / 12
+OPS_ONLY_SPAN_S = 60.0  # where windows go when only an op count bounds the run
 SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
 
 
@@ -42,10 +48,19 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
         GaugesSampler(gauges, every.gauges_s),
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),
+        AllocationSampler(*allocation_windows(config)),
         MallocTrimSampler(),
         RssSampler(every.rss_s, every.uss_s),
     ]
     return [s for s in made if s.name in config.samplers]
+
+
+def allocation_windows(config: RunConfig) -> tuple[list[float], float]:
+    """Start times and length of the allocation windows, on the run's clock."""
+    warm = config.warmup_s
+    span = (config.duration_s - warm) if config.duration_s is not None else OPS_ONLY_SPAN_S
+    length = min(config.intervals.alloc_window_s, max(span, 0.0) * ALLOC_SHARE)
+    return [warm + at * span for at in ALLOC_AT], length
 
 
 __all__ = ["SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler", "build_samplers"]

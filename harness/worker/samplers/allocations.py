@@ -1,0 +1,143 @@
+"""Allocation windows: where retained Python allocations grow, by source line.
+
+tracemalloc costs about 2x in throughput (DESIGN.md), so it never runs all
+the time: a few short windows, each traced from its start. Within a window
+two snapshots (at its middle and at its end) are compared: a site whose
+retained bytes grow between them keeps what it allocates; a site of
+in-flight work allocates and frees as much, and nets to zero. Two windows far
+apart tell a leak (grows in both) from a structure that was still filling.
+
+Each window is written as ``attribution`` events (``start``, ``end``) so the
+analysis can drop the samples it slowed down from every judged rate, and as
+one ``alloc`` line with the top sites. tracemalloc sees what goes through
+Python's allocators; it is blind to tensor data, ``mmap`` and ``malloc`` from
+native code (the heap signal sees the last two).
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+import tracemalloc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.worker.samplers.base import BaseSampler
+
+TOP_SITES = 10
+FRAMES = 8  # stack depth kept per trace: enough to reach the caller that owns the data
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The standard library's frames say how, not who: a site names the innermost frame
+# outside it. Installed packages stay in: the cache under test may be one of them.
+LIBRARY_DIRS = tuple(
+    os.path.abspath(path) for path in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+)
+
+
+@dataclass
+class Window:
+    start_s: float
+    length_s: float
+    baseline: tracemalloc.Snapshot | None = None
+    baseline_t: float = 0.0
+    baseline_ops: int = 0
+
+
+class AllocationSampler(BaseSampler):
+    name = "allocations"
+
+    def __init__(self, starts_s: Sequence[float], length_s: float = 2.0) -> None:
+        super().__init__()
+        self._pending = [Window(t, length_s) for t in sorted(starts_s)]
+        self._open: Window | None = None
+        self._index = 0
+
+    def unavailable(self) -> str | None:
+        if tracemalloc.is_tracing():
+            return "tracemalloc is already tracing in this process (PYTHONTRACEMALLOC?)"
+        return None
+
+    def poll(self, now: float, ops: int) -> None:
+        self.ops = ops
+        window = self._open
+        if window is None:
+            if self._pending and now >= self._pending[0].start_s:
+                self._begin(self._pending.pop(0), now)
+        elif window.baseline is None and now >= window.start_s + window.length_s / 2:
+            window.baseline, window.baseline_t, window.baseline_ops = snapshot(), now, ops
+        elif window.baseline is not None and now >= window.start_s + window.length_s:
+            self._finish(window, now)
+
+    def stop(self) -> None:
+        if self._open is not None and tracemalloc.is_tracing():
+            tracemalloc.stop()  # cut short by the end of the run: nothing to compare
+            self.sink.event("attribution", self.now(), phase="end", window=self._index,
+                            complete=False)
+
+    def _begin(self, window: Window, now: float) -> None:
+        self._index += 1
+        self._open = window
+        self.sink.event("attribution", now, phase="start", window=self._index)
+        tracemalloc.start(FRAMES)
+
+    def _finish(self, window: Window, now: float) -> None:
+        end = snapshot()
+        tracemalloc.stop()
+        assert window.baseline is not None
+        sites = top_sites(end, window.baseline)
+        self.sink.event("attribution", self.now(), phase="end", window=self._index, complete=True)
+        self.sink.sample("alloc", now, window=self._index, from_t=round(window.baseline_t, 4),
+                         ops=self.ops - window.baseline_ops, sites=sites)
+        self._open = None
+
+
+def snapshot() -> tracemalloc.Snapshot:
+    """The traces still alive, without tracemalloc's own."""
+    return tracemalloc.take_snapshot().filter_traces([
+        tracemalloc.Filter(False, tracemalloc.__file__),
+    ])
+
+
+def top_sites(end: tracemalloc.Snapshot, baseline: tracemalloc.Snapshot) -> list[dict[str, Any]]:
+    """The sites whose retained bytes grew most between the snapshots, by owning frame.
+
+    Allocations whose owning frame is the harness's (its samplers reading a
+    snapshot) are not the workload's and are left out.
+    """
+    grown: dict[str, dict[str, Any]] = {}
+    for diff in end.compare_to(baseline, "traceback"):
+        if diff.size_diff <= 0:
+            continue
+        innermost_first = list(reversed(diff.traceback))
+        owner = innermost_first[owner_frame(innermost_first)]
+        if os.path.abspath(owner.filename).startswith(HARNESS_DIR):
+            continue
+        frames = [f"{short(f.filename)}:{f.lineno}" for f in innermost_first]
+        site = f"{short(owner.filename)}:{owner.lineno}"
+        entry = grown.setdefault(site, {"site": site, "stack": frames[:4], "bytes": 0, "count": 0})
+        entry["bytes"] += diff.size_diff
+        entry["count"] += diff.count_diff
+    return sorted(grown.values(), key=lambda e: -e["bytes"])[:TOP_SITES]
+
+
+def owner_frame(innermost_first: Sequence[tracemalloc.Frame]) -> int:
+    """Index of the innermost frame outside the standard library (0 if there is none).
+
+    ``list.append`` in ``collections`` or a copy in ``copy.py`` says nothing;
+    the caller that keeps the result does.
+    """
+    for index, frame in enumerate(innermost_first):
+        if not is_library(frame.filename):
+            return index
+    return 0
+
+
+def is_library(filename: str) -> bool:
+    return filename.startswith("<frozen") or os.path.abspath(filename).startswith(LIBRARY_DIRS)
+
+
+def short(filename: str) -> str:
+    """A path relative to the working directory when inside it, else as given."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative

@@ -1,0 +1,75 @@
+"""Allocation windows: the leaking line is found, in-flight work nets to zero, runs are unharmed."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.runview import attribution_windows, without
+from harness.runfiles.rundata import RunData, Series
+from harness.worker.samplers.allocations import AllocationSampler
+from tests.harness.test_samplers import FakeClock, Recorder
+
+KEPT: list[list[int]] = []
+
+
+def leak_one() -> None:
+    KEPT.append(list(range(50)))  # the leaking line
+
+
+def churn() -> None:
+    scratch = [list(range(50)) for _ in range(20)]  # in flight: freed before the next step
+    del scratch
+
+
+def drive(sampler: AllocationSampler, clock: FakeClock, until: float, step: Any) -> None:
+    while clock.now < until:
+        clock.now = round(clock.now + 0.01, 4)
+        step()
+        sampler.poll(clock.now, ops=int(clock.now * 100))
+
+
+def test_a_window_names_the_line_that_keeps_its_allocations() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = AllocationSampler([0.5], length_s=1.0)
+    sampler.start(sink, clock)
+    drive(sampler, clock, 2.0, lambda: (leak_one(), churn()))
+    sampler.stop()
+    (line,) = sink.of("alloc")
+    top = line["sites"][0]
+    assert top["site"].endswith("test_allocation_sampler.py:19"), line["sites"]
+    assert top["count"] >= 40 and top["bytes"] > 40 * 50 * 8
+    churned = [s for s in line["sites"] if s["site"].endswith("test_allocation_sampler.py:23")]
+    assert sum(s["bytes"] for s in churned) < 0.01 * top["bytes"]  # in-flight work nets to ~0
+    assert not [s for s in line["sites"] if s["site"].startswith("harness/")]  # not its own
+    assert line["ops"] > 0 and line["from_t"] >= 1.0
+    phases = [(e["phase"], e["window"]) for e in sink.of("event")]
+    assert phases == [("start", 1), ("end", 1)]
+    assert not tracemalloc.is_tracing()
+    KEPT.clear()
+
+
+def test_a_window_cut_short_by_the_end_of_the_run_stops_tracing() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = AllocationSampler([0.5, 5.0], length_s=2.0)
+    sampler.start(sink, clock)
+    drive(sampler, clock, 1.0, churn)
+    sampler.stop()
+    assert not tracemalloc.is_tracing() and not sink.of("alloc")
+    assert sink.of("event")[-1]["complete"] is False
+
+
+def test_the_windows_samples_are_dropped_from_every_judged_series() -> None:
+    run = RunData(header={})
+    run.events = [
+        {"name": "attribution", "phase": "start", "window": 1, "t": 2.0},
+        {"name": "attribution", "phase": "end", "window": 1, "t": 3.0},
+        {"name": "attribution", "phase": "start", "window": 2, "t": 8.0},
+    ]
+    windows = attribution_windows(run)
+    assert windows == [(2.0, 3.0), (8.0, float("inf"))]
+    t = np.arange(10, dtype=np.float64)
+    kept = without(Series(t, t * 2, "B"), windows)
+    assert kept.t.tolist() == [0, 1, 4, 5, 6, 7]
