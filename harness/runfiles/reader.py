@@ -60,6 +60,7 @@ class RunDataBuilder:
             "gc": self.data.gc_events,
             "garbage": self.data.garbage_windows,
             "objects": self.data.object_windows,
+            "alloc": self.data.alloc_windows,
             "event": self.data.events,
         }
         if kind in lists:

@@ -20,8 +20,12 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                ``released`` ({"heap": bytes, "py_blocks": blocks} the window's
                own collections gave back; absent in older files)
 - ``objects``: ``counts`` ({type: live count}), ``ops``
+- ``alloc``:   one allocation window: ``window`` (1, 2, ...), ``from_t`` (its
+               baseline snapshot), ``ops`` (done since), ``sites`` (list of
+               ``site``, ``stack``, ``bytes``, ``count``: retained growth per owning frame)
 - ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
-               ``crash``, ``end``, ...) and event-specific fields
+               ``crash``, ``end``, ``attribution`` with ``phase`` start/end and
+               ``window``, ``signal_unavailable``, ...) and event-specific fields
 - ``progress``: ``ops``, ``ops_per_s``, ``phase`` (``warmup`` or ``measure``)
 
 Analysis works on this structure only (pure functions over numpy arrays);
@@ -71,6 +75,7 @@ class RunData:
     gc_events: list[dict[str, Any]] = field(default_factory=list)
     garbage_windows: list[dict[str, Any]] = field(default_factory=list)
     object_windows: list[dict[str, Any]] = field(default_factory=list)
+    alloc_windows: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
