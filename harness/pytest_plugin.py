@@ -31,7 +31,7 @@ from harness.configure import BudgetOverrides, scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.registry import load_scenario
-from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.runfiles.names import REPORT_FILE
 from harness.verdicts import FAILING
 
 MARKER_HELP = (
@@ -107,28 +107,17 @@ def _write_report(rundir: Path) -> Path | None:
 
 
 def explain(outcome: RunOutcome) -> str:
-    """What a failing leak test prints: verdict, reasons, cycle, report path."""
-    lines = [f"{outcome.summary.scenario}: verdict {outcome.verdict}"]
+    """What a failing leak test prints: verdict, reasons, where it grows, report path."""
+    summary = outcome.summary
+    lines = [f"{summary.scenario}: verdict {outcome.verdict}"]
     lines += [f"  - {reason}" for reason in outcome.reasons]
-    lines += [f"  cycle: {c}" for c in _cycles(outcome.rundir)]
+    where = summary.where_it_grows()
+    if where:
+        lines += ["  where it grows:", *(f"    - {line}" for line in where)]
+    lines += [f"  cycle: {c}" for c in summary.cycle_paths()[:3]]
     report = outcome.rundir / REPORT_FILE
     lines.append(f"  report: {report if report.exists() else outcome.rundir}")
     return "\n".join(lines)
-
-
-def _cycles(rundir: Path) -> list[str]:
-    """The reference cycles the garbage sampler explained, as ``A.x -> B.y -> (back)``."""
-    from harness.runfiles.reader import load_samples
-
-    try:
-        data = load_samples(rundir / SAMPLES_FILE)
-    except UsageError:
-        return []
-    seen: dict[str, None] = {}
-    for window in data.garbage_windows:
-        for cycle in window.get("cycles", []):
-            seen[" -> ".join([*cycle["path"], "(back)"])] = None
-    return list(seen)[:3]
 
 
 def judge(outcome: RunOutcome, expect: str) -> None:

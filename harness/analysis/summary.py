@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis import garbage as gb
+from harness.analysis.attribution import Finding, where_it_grows
 from harness.analysis.budgets import Budget, parse_budget
 from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import aggregate_cycles
@@ -99,15 +100,20 @@ def summarize(
         if name in metrics:
             metrics[name] = metrics[name].judged(budget.text, judgement.status)
     verdict, reasons = combine(judgements, outcome, outcome_reason)
-    reasons += describe_shapes(view, _judged_series(parsed))
-    reasons += describe_resolution(view)
+    shapes = describe_shapes(view, _judged_series(parsed))
+    reasons += shapes + describe_resolution(view)
+    where = where_it_grows(run, parsed, judgements, _judged_rates(view, parsed))
+    if not where and verdict == "pass":
+        why = "; ".join(s.rstrip(".") for s in shapes if "plateau" in s or "sawtooth" in s)
+        where = [Finding("none", "-", "nothing grows beyond its budget" + (f": {why}" if why
+                                                                            else ""))]
     return Analysis(
         verdict=verdict,
         reasons=reasons,
         metrics=metrics,
         time_to_detect_s=_time_to_detect(view, parsed, verdict),
         window_s=(view.start_s, view.end_s) if view.end_s > view.start_s else None,
-        details=_details(view, parsed, judgements),
+        details={**_details(view, parsed, judgements), "where": [f.to_json() for f in where]},
     )
 
 
@@ -145,6 +151,16 @@ def _gc_metrics(view: RunView) -> dict[str, Metric]:
     if speed is not None:
         found["ops_per_s"] = Metric(speed, "ops/s")
     return found
+
+
+def _judged_rates(view: RunView, budgets: Sequence[Budget]) -> dict[str, float]:
+    """The judged growth per hour of each series a rate budget names."""
+    rates = {}
+    for name in {b.metric for b in budgets if b.kind == "rate"} & set(view.series):
+        trend = view.trend(name, view.end_s)
+        if trend is not None:
+            rates[name] = trend.judged.per_h
+    return rates
 
 
 def _judged_series(budgets: Sequence[Budget]) -> list[str]:

@@ -55,6 +55,10 @@ class RunCommand:
         print(f"{scenario.name}: {outcome.verdict}")
         for reason in outcome.reasons:
             print(f"  - {reason}")
+        where = outcome.summary.where_it_grows()
+        if where:
+            print("where it grows:")
+            print("\n".join(f"  - {line}" for line in where))
         print(f"run folder: {outcome.rundir}")
         print(f"report: {write_report(outcome.rundir)}")
         return exit_code(outcome.verdict)

@@ -73,6 +73,21 @@ class Summary:
         found = _get(_get(_get(analysis, "series"), series), "fit")
         return found if isinstance(found, dict) else None
 
+    def where_it_grows(self) -> list[str]:
+        """The "Where it grows" sentences (empty for summaries written before them)."""
+        found = _get(self.extra.get("analysis"), "where")
+        if not isinstance(found, list):
+            return []
+        return [str(f["text"]) for f in found if isinstance(f, Mapping) and "text" in f]
+
+    def cycle_paths(self) -> list[str]:
+        """The reference cycles the garbage windows explained, as ``A.x -> B.y -> (back)``."""
+        found = _get(self.extra.get("analysis"), "cycles")
+        if not isinstance(found, list):
+            return []
+        return [" -> ".join([*c["shape"], "(back)"]) for c in found
+                if isinstance(c, Mapping) and c.get("shape")]
+
 
 def _get(mapping: object, key: str) -> object:
     return mapping.get(key) if isinstance(mapping, Mapping) else None

@@ -47,7 +47,7 @@ MISSING = {
 
 def render_run_page(model: RunModel, plots: Mapping[str, Path | None]) -> str:
     """The whole page; ``plots`` maps plot names to written PNGs (None: not drawn)."""
-    parts = [_header(model), _reasons(model), _metrics(model), _plots(plots),
+    parts = [_header(model), _reasons(model), _where(model), _metrics(model), _plots(plots),
              _garbage(model), _cycles(model), _reproduce(model), _about(model)]
     return page(f"{model.summary.verdict}: {model.title}", parts)
 
@@ -71,6 +71,17 @@ def _reasons(model: RunModel) -> str:
     extra = [paragraph(f"The samples could not be read: {model.load_error}", "muted")] \
         if model.load_error else []
     return section("Why this verdict", bullet_list(reasons, "reasons"), *extra)
+
+
+def _where(model: RunModel) -> str:
+    """The culprits, as the run output and the pytest failure print them."""
+    where = model.summary.where_it_grows()
+    if not where:
+        return ""
+    note = paragraph(
+        "Sources: allocation windows (tracemalloc, whose samples no judged rate uses), "
+        "the C heap against Python allocations, owner paths, explained cycles.", "muted")
+    return section("Where it grows", bullet_list(where, "where"), note)
 
 
 def _metrics(model: RunModel) -> str:

@@ -1,0 +1,195 @@
+"""Where it grows: the site, the owner and the signal behind each failing budget.
+
+Pure, like the rest of the analysis: it reads what the worker recorded and
+names a culprit only for budgets that failed (``leak``) or nearly did
+(``suspicious``). Its sources, each blind to something:
+
+- allocation windows (tracemalloc): the source line whose retained Python
+  allocations grow; a site counts only if it grows in every complete window,
+  so a structure that was still filling in the first window and stopped is
+  not blamed;
+- owner paths (objgraph back-references, at the end of the run): what keeps a
+  sample of the most-grown type alive, from a module or a long-lived object;
+- the C heap against Python allocations: heap growth that no Python site
+  accounts for is native (malloc from C code, tensor data, a C extension);
+- explained cycles: for cyclic garbage, the cycle with its attribute names;
+- level budgets on gauges (a lock never released, accounting that does not
+  add up at idle): the gauge and what it held.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.analysis.budgets import Budget
+from harness.analysis.cycle_shapes import aggregate_cycles
+from harness.analysis.units import format_rate
+from harness.analysis.verdict import Judgement
+from harness.runfiles.rundata import RunData
+
+FAILING = ("leak", "suspicious")
+MIN_SHARE = 0.1  # a Python site below this share of the sites' growth is not named
+TOP_SITES = 3
+NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is called native
+NATIVE_HINT = (
+    "native stacks: run the scenario under memray with native traces "
+    "(pip install memray; memray run --native)"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of "Where it grows"."""
+
+    kind: str  # python, native, cycles, owner, tensors, level
+    signal: str  # what saw it: tracemalloc, heap, cyclic_garbage, objects, a gauge
+    text: str  # the sentence people read
+    site: str | None = None
+    stack: tuple[str, ...] = ()
+    owner: str | None = None
+    per_h: float | None = None  # in ``unit`` per hour, when a rate is known
+    unit: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stack"] = list(self.stack)
+        return data
+
+
+@dataclass(frozen=True)
+class Site:
+    """A source line whose retained allocations grew, over the allocation windows."""
+
+    site: str
+    stack: tuple[str, ...]
+    per_h: float  # median over the windows it grew in, bytes per hour
+    per_kop: float | None
+    windows: int  # complete windows it grew in
+    of: int  # complete windows in all
+
+
+def where_it_grows(
+    run: RunData, budgets: Sequence[Budget], judgements: Sequence[Judgement],
+    rates: Mapping[str, float],
+) -> list[Finding]:
+    """The findings for the failing budgets; ``rates``: judged growth per hour by series."""
+    failing = {b.metric: j for b, j in zip(budgets, judgements, strict=True) if j.status in FAILING}
+    if not failing:
+        return []
+    found: list[Finding] = []
+    sites = growing_sites(run.alloc_windows)
+    bytes_failing = any(name in failing for name in ("heap", "py_blocks", "rss", "uss"))
+    if bytes_failing:
+        found += [site_finding(s) for s in sites]
+        found += native_finding(rates.get("heap"), sites) if "heap" in failing else []
+        found += owner_findings(run.owners if hasattr(run, "owners") else [])
+        found += tensor_findings(run.owners if hasattr(run, "owners") else [])
+    if "cyclic_garbage" in failing:
+        found += cycle_findings(run.garbage_windows)
+    for budget, judgement in zip(budgets, judgements, strict=True):
+        if judgement.status in FAILING and budget.kind == "level":
+            found.append(Finding("level", budget.metric, judgement.reason))
+    return found
+
+
+def growing_sites(windows: Sequence[Mapping[str, Any]]) -> list[Site]:
+    """Sites that grew in every complete allocation window, largest first."""
+    complete = [w for w in windows if w.get("sites") is not None]
+    if not complete:
+        return []
+    seen: dict[str, list[tuple[float, float | None, tuple[str, ...]]]] = {}
+    for window in complete:
+        span = float(window["t"]) - float(window["from_t"])
+        ops = float(window.get("ops", 0))
+        for entry in window["sites"]:
+            if entry["bytes"] <= 0 or span <= 0:
+                continue
+            per_kop = entry["bytes"] / ops * 1000.0 if ops > 0 else None
+            seen.setdefault(entry["site"], []).append(
+                (entry["bytes"] / span * 3600.0, per_kop, tuple(entry.get("stack", ())))
+            )
+    sites = [
+        Site(site, rates[0][2], statistics.median(r for r, _, _ in rates),
+             _median([k for _, k, _ in rates]), len(rates), len(complete))
+        for site, rates in seen.items() if len(rates) == len(complete)
+    ]
+    total = sum(s.per_h for s in sites)
+    kept = [s for s in sites if s.per_h >= MIN_SHARE * total]
+    return sorted(kept, key=lambda s: -s.per_h)[:TOP_SITES]
+
+
+def site_finding(site: Site) -> Finding:
+    rate = format_rate(site.per_h, "B/h")
+    per_kop = f", {format_rate(site.per_kop, 'B/kop')}" if site.per_kop is not None else ""
+    text = (
+        f"{site.site} keeps what it allocates: +{rate}{per_kop} retained, in "
+        f"{site.windows} of {site.of} allocation windows (tracemalloc)"
+    )
+    return Finding("python", "tracemalloc", text, site=site.site, stack=site.stack,
+                   per_h=site.per_h, unit="B")
+
+
+def native_finding(heap_per_h: float | None, sites: Sequence[Site]) -> list[Finding]:
+    """Heap growth that Python allocations do not explain, said in words."""
+    if heap_per_h is None or heap_per_h <= 0:
+        return []
+    python = sum(s.per_h for s in sites)
+    if python >= NATIVE_SHARE * heap_per_h:
+        return []
+    native = heap_per_h - python
+    text = (
+        f"native memory grows ~{format_rate(native, 'B/h')}: the C heap grows "
+        f"{format_rate(heap_per_h, 'B/h')} and Python allocations account for "
+        f"{format_rate(python, 'B/h')} of it (malloc from C code, tensor data or a C "
+        f"extension); {NATIVE_HINT}"
+    )
+    return [Finding("native", "heap", text, per_h=native, unit="B")]
+
+
+def owner_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """What keeps a sample of each most-grown type alive (the worker's owners line)."""
+    found = []
+    for record in owners[-1:]:
+        for entry in record.get("paths", []):
+            if not entry.get("path"):
+                continue
+            grew = entry.get("grew")
+            text = f"{entry['type']} (+{grew} objects) is held by {entry['path']}"
+            found.append(Finding("owner", "objects", text, owner=str(entry["path"])))
+    return found
+
+
+def tensor_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Tensors whose storage is far larger than the view that keeps it alive."""
+    found = []
+    for record in owners[-1:]:
+        tensors = record.get("tensors") or {}
+        for entry in tensors.get("views", []):
+            text = (
+                f"a tensor view of {format_rate(entry['view_bytes'], 'B')} keeps a storage of "
+                f"{format_rate(entry['storage_bytes'], 'B')} alive"
+                + (f", held by {entry['path']}" if entry.get("path") else "")
+            )
+            found.append(Finding("tensors", "objects", text, owner=entry.get("path")))
+    return found
+
+
+def cycle_findings(windows: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    shapes = aggregate_cycles(c for w in windows for c in w.get("cycles", ()))
+    if not shapes:
+        return []
+    top = shapes[0]
+    path = top.describe()
+    text = (
+        f"reference cycles: {path} ({top.count} seen); collections of the young "
+        "generations do not free them, only a full (gen-2) collection does"
+    )
+    return [Finding("cycles", "cyclic_garbage", text, owner=path)]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None

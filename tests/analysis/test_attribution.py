@@ -1,0 +1,89 @@
+"""Where it grows: a culprit for failing budgets only, from the worker's records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.attribution import growing_sites, native_finding, where_it_grows
+from harness.analysis.budgets import parse_budget
+from harness.analysis.calibration import Calibration
+from harness.analysis.summary import summarize
+from harness.analysis.verdict import Judgement
+from harness.runfiles.rundata import Series
+from tests.analysis.synth import MB, linear, run_data, times
+
+NONE = Calibration({})
+
+
+def window(index: int, t: float, sites: dict[str, int]) -> dict[str, Any]:
+    return {"type": "alloc", "window": index, "t": t, "from_t": t - 1.0, "ops": 500,
+            "sites": [{"site": s, "stack": [s, "caller.py:3"], "bytes": b, "count": b // 100}
+                      for s, b in sites.items()]}
+
+
+LEAK_THEN_FILL = [
+    window(1, 6.0, {"cache.py:40": 50_000, "memo.py:9": 80_000}),
+    window(2, 14.0, {"cache.py:40": 60_000, "traffic.py:67": 2_000}),
+]
+
+
+def test_a_site_must_grow_in_every_window_to_be_named() -> None:
+    sites = growing_sites(LEAK_THEN_FILL)
+    assert [s.site for s in sites] == ["cache.py:40"]  # memo.py filled, then stopped
+    assert sites[0].per_h == 55_000 * 3600 and sites[0].windows == sites[0].of == 2
+    assert sites[0].per_kop == 110_000
+
+
+def test_heap_growth_python_does_not_explain_is_called_native() -> None:
+    (native,) = native_finding(500 * MB, growing_sites(LEAK_THEN_FILL))  # sites: 198 MB/h
+    assert native.kind == "native" and "native memory grows ~302 MB/h" in native.text
+    assert "memray" in native.text
+    assert native_finding(300 * MB, growing_sites(LEAK_THEN_FILL)) == []  # mostly explained
+
+
+def heap_run(per_h: float, windows: list[dict[str, Any]]) -> Any:
+    t = times(20, 10.0)
+    run = run_data((t, linear(t, 0.0, base=300 * MB)), warmup_end_s=2.0, loop_end_s=20.0)
+    run.memory["heap"] = Series(t, linear(t, per_h, base=50 * MB), "B")
+    run.alloc_windows = windows
+    return run
+
+
+def test_a_heap_leak_names_its_site_and_a_pass_names_nothing() -> None:
+    budgets = ["heap: 10 MB/h"]
+    leak = summarize(heap_run(200 * MB, LEAK_THEN_FILL), budgets, calibration=NONE)
+    where = [w["text"] for w in leak.details["where"]]
+    assert leak.verdict == "leak"
+    assert where[0].startswith("cache.py:40 keeps what it allocates: +198 MB/h")
+    assert not any("memo.py" in w for w in where)
+    healthy = summarize(heap_run(0.0, LEAK_THEN_FILL), budgets, calibration=NONE)
+    assert healthy.verdict == "pass"
+    assert [w["kind"] for w in healthy.details["where"]] == ["none"]
+
+
+def test_levels_and_cycles_are_named_by_what_saw_them() -> None:
+    run = run_data(gauges={"locked_while_idle": (np.arange(10.0), np.full(10, 64.0))})
+    run.garbage_windows = [{"t": 5.0, "cycles": [{"path": ["Node.prev", "Node.parent"]}]}]
+    budgets = [parse_budget("locked_while_idle: <= 0"), parse_budget("cyclic_garbage: 0.5 /kop")]
+    judged = [Judgement("leak", "sustained-level", "locked_while_idle held 64"),
+              Judgement("leak", "confirmed-growth", "cyclic garbage 3 /kop")]
+    found = where_it_grows(run, budgets, judged, {})
+    assert [f.kind for f in found] == ["cycles", "level"]
+    assert "Node.parent -> Node.prev -> (back)" in found[0].text or \
+        "Node.prev -> Node.parent -> (back)" in found[0].text
+    assert found[1].signal == "locked_while_idle"
+
+
+def test_owner_paths_and_tensor_views_come_from_the_owners_line() -> None:
+    run = heap_run(200 * MB, [])
+    run.owners = [{"paths": [{"type": "list", "grew": 693, "path": "Cache.history -> dict['r1']"}],
+                   "tensors": {"views": [{"view_bytes": 64, "storage_bytes": 4 * MB,
+                                          "path": "Node.value"}]}}]
+    found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
+                           [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
+    texts = [f.text for f in found]
+    assert "list (+693 objects) is held by Cache.history -> dict['r1']" in texts
+    assert any("a tensor view of 64 B keeps a storage of 4 MB alive, held by Node.value" in t
+               for t in texts)
