@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from refcache.pools import SlotAllocator
+from refcache.pools import PoolAccount, SlotAllocator
 from refcache.req import Req
 
 
@@ -174,6 +174,11 @@ class BlockHashCache:
         cached = sum(len(b.slots) for b in self.blocks.values())
         if self.pool.available_size() + cached + outstanding_kv != self.pool.size:
             raise AssertionError("block cache: pool accounting disagrees with the blocks")
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """One pool: free slots, slots of unreferenced blocks, slots of referenced ones."""
+        books = PoolAccount.of(self.pool, self.full_evictable_size(), self.full_protected_size())
+        return {"full": books}
 
     def stats(self) -> dict[str, float]:
         return {

@@ -15,6 +15,7 @@ bottom-up from leaves.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABCMeta, abstractmethod
 from typing import Any
 
@@ -23,7 +24,7 @@ import torch
 from refcache.controller import CacheController
 from refcache.keys import RadixKey, child_key, match_length
 from refcache.node import tick
-from refcache.pools import HostPool, SlotAllocator
+from refcache.pools import HostPool, PoolAccount, SlotAllocator
 from refcache.pp_sync import PPSync
 from refcache.radix import RadixCache
 
@@ -231,6 +232,35 @@ class HostBackup(RadixCache, metaclass=ABCMeta):
 
     def host_protected_size(self) -> int:
         return self.host_protected_size_
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """The device books say which locks only copies in flight hold; the host
+        pool has no request-held slots, so its books balance at any moment."""
+        books = super().pool_accounting()
+        books["full"] = dataclasses.replace(books["full"], in_transfer=self._transfer_locked())
+        host = PoolAccount.of(
+            self.host_pool, self.host_evictable_size(), self.host_protected_size()
+        )
+        return {**books, "host": host}
+
+    def _transfer_locked(self) -> int:
+        """Device tokens locked by in-flight copies and by nothing else.
+
+        Each write-through and load back holds one lock on its node's path to
+        the root; a node whose ``lock_ref`` is no more than the copies below it
+        would be unlocked once they complete. Only those paths are walked."""
+        copies: dict[int, int] = {}
+        on_path: dict[int, Any] = {}
+        for node in self._nodes_in_transfer():
+            while node is not self.root_node:
+                copies[node.id] = copies.get(node.id, 0) + 1
+                on_path[node.id] = node
+                node = node.parent
+        return sum(len(n.value) for i, n in on_path.items() if n.lock_ref <= copies[i])
+
+    def _nodes_in_transfer(self) -> list[Any]:
+        writes = list(self.ongoing_write_through.values())
+        return writes + [node for _, node in self.ongoing_load_back.values()]
 
     def _in_full_list(self, node: Any) -> bool:
         return not node.evicted

@@ -23,7 +23,7 @@ from refcache.hybrid import HybridRadixCache
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
-from refcache.pools import SlotAllocator, StatePool
+from refcache.pools import PoolAccount, SlotAllocator, StatePool
 from refcache.radix import MatchResult
 from refcache.req import Req
 
@@ -258,6 +258,12 @@ class MambaRadixCache(HybridRadixCache):
             "mamba_protected": self.mamba_protected_size_,
             "tombstones": tombstones,
         }
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        mamba = PoolAccount.of(
+            self.mamba_pool, self.mamba_evictable_size(), self.mamba_protected_size()
+        )
+        return {**super().pool_accounting(), "mamba": mamba}
 
     def _sanity_extra(self, outstanding_states: int) -> None:
         nodes = check_links(self)

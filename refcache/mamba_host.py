@@ -20,7 +20,7 @@ from refcache.host_tier import HostTier
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.mamba import MambaRadixCache
-from refcache.pools import StatePool
+from refcache.pools import PoolAccount, StatePool
 from refcache.radix import MatchResult, RadixCache
 
 _EMPTY = torch.empty(0, dtype=torch.int64)
@@ -139,6 +139,14 @@ class MambaHostTier(HostTier, MambaRadixCache):
         node.mamba_host_value = None
 
     # ------------------------------------------------------------------ checks
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """Host states have no locks: every one the tree holds can be dropped."""
+        hosted = len(self.mamba_host_lru_list)
+        return {
+            **super().pool_accounting(),
+            "mamba_host": PoolAccount.of(self.mamba_host_pool, hosted, 0),
+        }
+
     def _check_state_tiers(self, nodes: list[Any], outstanding_states: int) -> None:
         """Device states (list, counters, pool) and host states (list, pool) agree with the tree."""
         root = self.root_node

@@ -7,11 +7,42 @@ at the line that caused it, not hours later as a leak.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
 class PoolError(RuntimeError):
     """A pool was asked to do something that would corrupt its accounting."""
+
+
+@dataclass(frozen=True)
+class PoolAccount:
+    """One pool's books, as SGLang's idle self-check adds them up.
+
+    With no request running, every slot is either free (``available``), held by
+    the tree and unlocked (``evictable``) or held by the tree and locked
+    (``protected``), so ``mismatch`` is zero; a slot lost or counted twice
+    shows as a nonzero ``mismatch``. ``in_transfer`` is the part of
+    ``protected`` locked only by the cache's own copies in flight (host
+    write-through, load back): those unlock when the copy completes, unlike a
+    lock a request forgot to release.
+    """
+
+    size: int
+    available: int
+    evictable: int
+    protected: int
+    in_transfer: int = 0
+
+    @classmethod
+    def of(cls, pool: SlotAllocator, evictable: int, protected: int) -> PoolAccount:
+        return cls(pool.size, pool.available_size(), evictable, protected)
+
+    @property
+    def mismatch(self) -> int:
+        """Slots the books are off by: positive counted twice, negative lost."""
+        return self.available + self.evictable + self.protected - self.size
 
 
 class SlotAllocator:

@@ -16,6 +16,7 @@ import torch
 from refcache.checks import check_tree
 from refcache.keys import RadixKey, page_aligned
 from refcache.node import BaseNode
+from refcache.pools import PoolAccount
 from refcache.radix_tree import MatchResult, RadixTree
 from refcache.req import Req
 
@@ -159,6 +160,17 @@ class RadixCache(RadixTree):
             "kv_available": self.kv_pool.available_size(),
             "full_evictable": self.full_evictable_size_,
             "full_protected": self.full_protected_size_,
+        }
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """Each pool's books from the counters (cheap: no tree walk), by pool name.
+
+        Subclasses add their pools; with no request running every account's
+        ``mismatch`` is zero (what SGLang's idle check asserts)."""
+        return {
+            "full": PoolAccount.of(
+                self.kv_pool, self.full_evictable_size(), self.full_protected_size()
+            )
         }
 
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:

@@ -26,7 +26,7 @@ from refcache.hybrid import HybridRadixCache
 from refcache.keys import RadixKey, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
-from refcache.pools import SlotAllocator
+from refcache.pools import PoolAccount, SlotAllocator
 from refcache.radix import MatchResult
 from refcache.req import Req
 from refcache.swa_window import (
@@ -280,6 +280,10 @@ class SWARadixCache(HybridRadixCache):
             "swa_protected": self.swa_protected_size_,
             "tombstones": sum(1 for n in self.iter_nodes() if n.swa_tombstone),
         }
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        swa = PoolAccount.of(self.swa_pool, self.swa_evictable_size(), self.swa_protected_size())
+        return {**super().pool_accounting(), "swa": swa}
 
     def _sanity_extra(self, outstanding_states: int) -> None:
         """``outstanding_states``: the SWA slots running requests hold (``held_by``)."""

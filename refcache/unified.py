@@ -25,7 +25,7 @@ from refcache.checks import check_links, check_tree
 from refcache.components import Component, ComponentLRUList, SWAComponent, lock_of
 from refcache.keys import page_aligned
 from refcache.node import BaseNode
-from refcache.pools import SlotAllocator, StatePool
+from refcache.pools import PoolAccount, SlotAllocator, StatePool
 from refcache.pp_sync import PAYLOAD_DTYPE, PPSyncLike
 from refcache.radix import MatchResult
 from refcache.req import Req
@@ -185,6 +185,12 @@ class UnifiedRadixCache(UnifiedTree):
         if self.pp is not None:
             out["work_list"] = len(self.pp.work_list)
         return out
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        books = super().pool_accounting()
+        for c in self.comps:
+            books[c.name] = PoolAccount.of(c.pool, c.evictable, c.protected)
+        return books
 
     def sanity_check(
         self,

@@ -10,8 +10,10 @@ the KV slots they hold, the locked ``last_node``, an optional state slot).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from refcache.pools import PoolAccount
 from refcache.req import Req
 
 
@@ -55,6 +57,14 @@ class PrefixCache(Protocol):
     def full_evictable_size(self) -> int: ...
 
     def full_protected_size(self) -> int: ...
+
+    def pool_accounting(self) -> Mapping[str, PoolAccount]:
+        """Optional. Each pool's books by name (``"full"``: device KV; then ``"mamba"``,
+        ``"swa"``, ``"host"``... as the cache has them): size, available, evictable,
+        protected (and ``in_transfer``, the protected part only copies in flight
+        hold). The scheduler checks ``available + evictable + protected == size``
+        whenever no request runs; a cache without this method skips that check."""
+        ...
 
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
         """Raise AssertionError if tree, lists or pool accounting disagree."""
