@@ -11,7 +11,13 @@ SCENARIO = cache_scenario(
     description="plain RadixCache under steady prefix-sharing load (control, no known leak)",
     factory="refcache.factories:radix_cache",
     cache_options={"kv_size": 8192},
-    budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
+    budgets=(
+        "rss: 50 MB/h",
+        "cyclic_garbage: 0.5 /kop",
+        "detached_alive_nodes: <= 0",
+        "idle_pool_mismatch: <= 0",
+        "locked_while_idle: <= 0",
+    ),
 )
 
 if __name__ == "__main__":

@@ -12,7 +12,13 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:unified_cache",
     cache_options={"kv_size": 16384, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
     regressions=("unified-lru-unlink",),
-    budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "detached_alive_nodes: <= 0"),
+    budgets=(
+        "rss: 50 MB/h",
+        "cyclic_garbage: 0.5 /kop",
+        "detached_alive_nodes: <= 0",
+        "idle_pool_mismatch: <= 0",
+        "locked_while_idle: <= 0",
+    ),
 )
 
 if __name__ == "__main__":

@@ -21,7 +21,13 @@ SCENARIO = cache_scenario(
     },
     regressions=("unified-pp-sync-no-drain",),
     load=Load(pattern="idle-gaps"),
-    budgets=("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "work_list: <= 4"),
+    budgets=(
+        "rss: 50 MB/h",
+        "cyclic_garbage: 0.5 /kop",
+        "work_list: <= 4",
+        "idle_pool_mismatch: <= 0",
+        "locked_while_idle: <= 0",
+    ),
 )
 
 if __name__ == "__main__":

@@ -52,7 +52,28 @@ class CacheWorkload:
         return float(self._stats.get(name, 0.0))
 
     def gauges(self) -> Mapping[str, Gauge]:
-        return {name: functools.partial(self._stat, name) for name in self.cache.stats()}
+        cache = {name: functools.partial(self._stat, name) for name in self.cache.stats()}
+        return {**cache, **self._health_gauges()}
+
+    def _health_gauges(self) -> dict[str, Gauge]:
+        """The scheduler's own counters and the idle check (``scenarios.workloads.health``).
+
+        ``idle_pool_mismatch`` and ``idle_checks`` need the cache's
+        ``pool_accounting()``; without it they are not published at all, so a
+        budget naming them says "never recorded" instead of passing on zeros."""
+        s = self.scheduler
+        gauges: dict[str, Gauge] = {
+            "waiting": lambda: len(s.queue),
+            "running": lambda: len(s.running),
+            "alloc_failures": lambda: s.alloc_failures,
+            "dropped": lambda: s.dropped,
+            "rejected": lambda: s.rejected,
+            "locked_while_idle": lambda: s.idle_check.locked,
+        }
+        if s.idle_check.has_books:
+            gauges["idle_pool_mismatch"] = lambda: s.idle_check.mismatch
+            gauges["idle_checks"] = lambda: s.idle_check.checks
+        return gauges
 
     def close(self) -> None:
         """Finish what runs, then SGLang's idle check: with no request running,
@@ -81,7 +102,12 @@ def cache_scenario(
     cache_options: Mapping[str, Any],
     regressions: tuple[str, ...] = (),
     load: Load | None = None,
-    budgets: tuple[str, ...] = ("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop"),
+    budgets: tuple[str, ...] = (
+        "rss: 50 MB/h",
+        "cyclic_garbage: 0.5 /kop",
+        "idle_pool_mismatch: <= 0",
+        "locked_while_idle: <= 0",
+    ),
     **timing: str,
 ) -> Scenario:
     """A Scenario whose workload is the scheduler over the named cache factory."""

@@ -8,6 +8,11 @@ running request decodes a few tokens (``extend_request``); finished ones go
 back through ``cache_finished_req``; ``check_hicache_events`` runs every step,
 idle or not (the PP-sync leak grew even when idle). ``step`` returns the number
 of cache operations it made, the unit of the harness's per-op metrics.
+
+Whenever a step ends with no request running (SGLang's idle: requests may still
+wait if nothing fits), the scheduler runs the idle check of
+``scenarios.workloads.health``. It also counts what a lock or accounting leak
+does to it first: failed allocations, dropped and rejected requests.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from refcache.req import Req
+from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.traffic import Request, Traffic
 
@@ -33,6 +39,9 @@ class Load:
     idle_fraction: float = 0.5
     idle_sleep_s: float = 0.001  # wall time an idle step takes
     max_running: int = 16
+    # Arrivals beyond this many waiting are rejected (counted): a cache that stops
+    # admitting (a lock leak filling the pool) must not grow the harness's own queue.
+    max_waiting: int = 256
     chunk_size: int = 64  # prefill chunk: longer prompts go through cache_unfinished_req
     decode_per_step: int = 4
 
@@ -65,19 +74,32 @@ class Scheduler:
         self.running: list[Running] = []
         self.steps = 0
         self.finished = 0
-        self.dropped = 0
+        self.dropped = 0  # could not fit even with nothing else running
+        self.rejected = 0  # arrived to a full queue (max_waiting)
+        self.alloc_failures = 0  # alloc_request / extend_request calls that returned False
+        self.idle_check = IdleCheck.for_cache(cache)
         self._carry = 0.0
         self._rid = 0
 
     def step(self) -> int:
         self.steps += 1
         arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
-        self.queue.extend(self.traffic.next_request() for _ in range(arrivals))
+        self._enqueue(arrivals)
         ops = self._admit() + self._decode()
         self.cache.check_hicache_events()
-        if self.load.idle(self.steps) and not self.running:
-            time.sleep(self.load.idle_sleep_s)
+        if not self.running:
+            self.idle_check.run(self.cache)
+            if self.load.idle(self.steps):
+                time.sleep(self.load.idle_sleep_s)
         return ops + 1
+
+    def _enqueue(self, arrivals: int) -> None:
+        for _ in range(arrivals):
+            request = self.traffic.next_request()  # drawn even if rejected: same trace either way
+            if len(self.queue) < self.load.max_waiting:
+                self.queue.append(request)
+            else:
+                self.rejected += 1
 
     def _admit(self) -> int:
         ops = 0
@@ -87,6 +109,7 @@ class Scheduler:
             req = Req(self._rid, list(request.prompt))
             ops += 1
             if not self.cache.alloc_request(req):
+                self.alloc_failures += 1
                 if not self.running:  # cannot fit even with everything evictable: drop it
                     self.queue.popleft()
                     self.dropped += 1
@@ -107,6 +130,8 @@ class Scheduler:
             ops += 1
             if ok:
                 run.generated.extend(tokens)
+            else:
+                self.alloc_failures += 1
             # a request out of memory finishes early, as a preemption would
             if not ok or len(run.generated) >= run.request.output_len:
                 ops += self._finish(run)

@@ -36,7 +36,7 @@ def steps(w: Any, n: int) -> int:
     return sum(w.step() for _ in range(n))
 
 
-@pytest.mark.parametrize("name", ["radix-steady", *LRU, "himamba-stale-leaf", *PP])
+@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", *LRU, "himamba-stale-leaf", *PP])
 def test_fixed_scenario_runs_and_stays_clean(name: str) -> None:
     gc.collect()
     with workload(name) as w:
@@ -45,6 +45,7 @@ def test_fixed_scenario_runs_and_stays_clean(name: str) -> None:
     assert ops > 0
     assert values.get("detached_alive_nodes", 0) == 0
     assert values.get("work_list", 0) <= 2
+    assert values["idle_pool_mismatch"] == 0 and values["locked_while_idle"] == 0
 
 
 @pytest.mark.parametrize("name", LRU)
@@ -77,7 +78,7 @@ def test_pp_sync_no_drain_piles_up_work(name: str) -> None:
         assert w.gauges()["work_list"]() >= 100
 
 
-@pytest.mark.parametrize("name", ["radix-steady", *LRU, "himamba-stale-leaf"])
+@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", *LRU, "himamba-stale-leaf"])
 def test_scenarios_run_unchanged_on_a_foreign_cache(name: str) -> None:
     with workload(name, target="examples.own_cache:make") as w:
         ops = steps(w, 800)

@@ -1,0 +1,45 @@
+"""SGLang's idle self-check, kept as numbers the harness can budget.
+
+With no request running nothing outside the tree holds a slot, so every pool's
+books must balance (``available + evictable + protected == size``: the check
+that caught #35270's double-counted shared pages and #16067's Mamba slot kept
+by a request that failed to schedule), and nothing may stay locked but what the
+cache's own copies in flight hold (a forgotten ``dec_lock_ref``). Such leaks
+barely move RSS and only show at idle, so they are read at every idle moment
+and kept until the next one: a level gauge that a ``<= 0`` budget judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scenarios.workloads.protocol import PrefixCache
+
+
+@dataclass
+class IdleCheck:
+    """The latest idle moment's findings, sticky until the next idle moment."""
+
+    has_books: bool  # the cache implements pool_accounting()
+    checks: int = 0  # idle moments at which the books were read
+    mismatch: int = 0  # slots the books were off by, summed over pools (absolute)
+    locked: int = 0  # KV tokens locked, not counting those copies in flight hold
+
+    @classmethod
+    def for_cache(cls, cache: PrefixCache) -> IdleCheck:
+        return cls(has_books=callable(getattr(cache, "pool_accounting", None)))
+
+    def run(self, cache: PrefixCache) -> None:
+        """Read the books now; the caller makes sure no request is running."""
+        if not self.has_books:
+            self.locked = cache.full_protected_size()
+            return
+        books = cache.pool_accounting()
+        self.checks += 1
+        # Absolute per pool: one pool short and another over must not cancel out.
+        self.mismatch = sum(abs(account.mismatch) for account in books.values())
+        full = books.get("full")
+        if full is None:
+            self.locked = cache.full_protected_size()
+        else:
+            self.locked = full.protected - full.in_transfer

@@ -1,0 +1,72 @@
+"""Test doubles for the idle check: caches with a leak only an idle moment shows.
+
+Each is a factory as ``--target`` takes them (``make(inject=(), **options)``),
+so the same double runs in-process under the scheduler and in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from refcache.pools import SlotAllocator
+from refcache.radix import RadixCache
+
+
+class LockLeakingCache(RadixCache):
+    """Skips one ``dec_lock_ref`` in ``every``: that path stays locked for good."""
+
+    def __init__(self, kv_size: int, every: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+        self.every, self.calls, self.skipped = every, 0, 0
+
+    def dec_lock_ref(self, node: Any) -> None:
+        self.calls += 1
+        if node is not self.root_node and self.calls % self.every == 0:
+            self.skipped += 1
+            return
+        super().dec_lock_ref(node)
+
+
+class SlotLosingCache(RadixCache):
+    """The first request takes ``lost`` KV slots more and never gives them back (#16067)."""
+
+    def __init__(self, kv_size: int, lost: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+        self.lost: torch.Tensor | None = None
+        self.lose = lost
+
+    def alloc_request(self, req: Any) -> bool:
+        if self.lost is None:
+            self.lost = self.kv_pool.alloc(self.lose)
+        return super().alloc_request(req)
+
+
+class WithoutBooks:
+    """A cache written before ``pool_accounting`` existed: the rest is delegated."""
+
+    def __init__(self, inner: RadixCache) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "pool_accounting":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def lock_leaking_cache(
+    inject: Sequence[str] = (), kv_size: int = 8192, every: int = 50, **_: Any
+) -> LockLeakingCache:
+    return LockLeakingCache(kv_size, every)
+
+
+def slot_losing_cache(
+    inject: Sequence[str] = (), kv_size: int = 8192, lost: int = 3, **_: Any
+) -> SlotLosingCache:
+    return SlotLosingCache(kv_size, lost)
+
+
+def cache_without_books(inject: Sequence[str] = (), kv_size: int = 8192, **_: Any) -> WithoutBooks:
+    return WithoutBooks(RadixCache(SlotAllocator(kv_size)))
