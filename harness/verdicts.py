@@ -31,5 +31,10 @@ def exit_code(verdict: str) -> int:
 
 
 def cell_correct(injected: bool, verdict: str) -> bool:
-    """Whether a check cell is right: fixed code passes, an injected regression fails."""
-    return verdict in FAILING if injected else verdict == PASS
+    """Whether a check cell is right: fixed code passes, an injected regression fails.
+
+    A fixed cell that is ``suspicious`` is right, as ``run`` exits 0 on it: its
+    interval straddles the budget, which a short run of healthy code shows by
+    chance (RSS moves in pages); the suite report lists it for a longer run.
+    """
+    return verdict in FAILING if injected else verdict in PASSING

@@ -7,7 +7,7 @@ which on gloo never complete before ``wait()``: ``work_list`` and RSS grow
 without bound, even when idle. Fixed, the list is drained every round.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 from scenarios.workloads.scheduler import Load
 
 SCENARIO = cache_scenario(
@@ -23,13 +23,7 @@ SCENARIO = cache_scenario(
     },
     regressions=("hiradix-pp-sync-no-drain",),
     load=Load(pattern="idle-gaps"),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "work_list: <= 4",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "work_list: <= 4"),
 )
 
 if __name__ == "__main__":

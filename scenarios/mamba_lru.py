@@ -7,7 +7,7 @@ callbacks), detached-but-alive nodes, and RSS when gen-2 is rare (``--gc-mode
 server``).
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="mamba-lru",
@@ -15,13 +15,7 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:mamba_cache",
     cache_options={"kv_size": 16384, "mamba_size": 48},
     regressions=("mamba-lru-unlink",),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "detached_alive_nodes: <= 0",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
 )
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ hundreds of times a minute, and a pool slot lost or a lock never released
 within seconds.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 from scenarios.workloads.scheduler import Load
 
 SCENARIO = cache_scenario(
@@ -17,13 +17,7 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:radix_cache",
     cache_options={"kv_size": 8192},
     load=Load(pattern="idle-gaps"),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "detached_alive_nodes: <= 0",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
 )
 
 if __name__ == "__main__":

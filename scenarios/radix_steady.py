@@ -4,20 +4,14 @@ The control scenario: it measures the harness's own noise floor (RSS slope,
 cyclic garbage) on a cache whose evictions create no reference cycles.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="radix-steady",
     description="plain RadixCache under steady prefix-sharing load (control, no known leak)",
     factory="refcache.factories:radix_cache",
     cache_options={"kv_size": 8192},
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "detached_alive_nodes: <= 0",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
 )
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ A small SWA pool forces SWA tombstones of internal nodes; with
 tombstone and its child are deleted.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="swa-lru",
@@ -13,13 +13,7 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:swa_cache",
     cache_options={"kv_size": 16384, "swa_size": 2048, "sliding_window": 64},
     regressions=("swa-lru-unlink",),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "detached_alive_nodes: <= 0",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
 )
 
 if __name__ == "__main__":

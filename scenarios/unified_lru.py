@@ -4,7 +4,7 @@ With ``unified-lru-unlink`` the per-component lists leave ``lru_prev[pt]`` /
 ``lru_next[pt]`` set on removed nodes; tombstoned components close cycles.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 
 SCENARIO = cache_scenario(
     name="unified-lru",
@@ -12,13 +12,7 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:unified_cache",
     cache_options={"kv_size": 16384, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
     regressions=("unified-lru-unlink",),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "detached_alive_nodes: <= 0",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
 )
 
 if __name__ == "__main__":

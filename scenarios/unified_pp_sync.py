@@ -5,7 +5,7 @@ round: with ``unified-pp-sync-no-drain`` the async sends are reaped
 non-blocking at the end of the round and never complete on gloo.
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
 from scenarios.workloads.scheduler import Load
 
 SCENARIO = cache_scenario(
@@ -21,13 +21,7 @@ SCENARIO = cache_scenario(
     },
     regressions=("unified-pp-sync-no-drain",),
     load=Load(pattern="idle-gaps"),
-    budgets=(
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "work_list: <= 4",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets=(*DEFAULT_BUDGETS, "work_list: <= 4"),
 )
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE
 from harness.runfiles.summary import load_summary
-from harness.verdicts import FAILING, PROCESS_VERDICTS, VERDICTS
+from harness.verdicts import PROCESS_VERDICTS, VERDICTS, cell_correct
 from reports.run.facts import FIXED, column, column_of, detect_s
 from reports.run.report import write_run_report
 from reports.suite.outputs import render_index, render_junit, render_text
@@ -53,9 +53,9 @@ class Cell:
     def correct(self) -> bool:
         if self.same_as_fixed:
             return False
-        if self.expected == "fail":
-            return self.verdict in FAILING
-        return self.verdict == self.expected
+        if self.expected in ("fail", "pass"):
+            return cell_correct(self.expected == "fail", self.verdict)
+        return self.verdict == self.expected  # an exact verdict asked for
 
     @property
     def name(self) -> str:

@@ -20,6 +20,14 @@ from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
 
+# Every cache scenario's budgets. The signals any process has: RSS (what production
+# alarms on), the C heap and Python's blocks (exact, flat on a healthy cache, so
+# they resolve small rates in short runs), cyclic garbage. Then the idle checks
+# SGLang runs: the pools' books add up, nothing stays locked with nothing running.
+GENERIC_BUDGETS = ("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 500000 /h",
+                   "cyclic_garbage: 0.5 /kop")
+IDLE_BUDGETS = ("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0")
+DEFAULT_BUDGETS = (*GENERIC_BUDGETS, *IDLE_BUDGETS)
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
 
 
@@ -102,12 +110,7 @@ def cache_scenario(
     cache_options: Mapping[str, Any],
     regressions: tuple[str, ...] = (),
     load: Load | None = None,
-    budgets: tuple[str, ...] = (
-        "rss: 50 MB/h",
-        "cyclic_garbage: 0.5 /kop",
-        "idle_pool_mismatch: <= 0",
-        "locked_while_idle: <= 0",
-    ),
+    budgets: tuple[str, ...] = DEFAULT_BUDGETS,
     **timing: str,
 ) -> Scenario:
     """A Scenario whose workload is the scheduler over the named cache factory."""

@@ -20,7 +20,7 @@ def shards(tmp_path: Path) -> list[Path]:
         write_summary_only(one / "a-fixed", "mamba-lru", (), "pass", 1 * MB),
         write_summary_only(one / "a-inject", "mamba-lru", ("mamba-lru-unlink",), "leak",
                            400 * MB),
-        write_summary_only(two / "b-fixed", "swa-lru", (), "suspicious", 60 * MB),  # wrong
+        write_summary_only(two / "b-fixed", "swa-lru", (), "leak", 600 * MB),  # wrong
         write_summary_only(two / "b-inject", "swa-lru", ("swa-lru-unlink",), "crashed"),
     ]
 
@@ -39,7 +39,13 @@ def test_matrix_junit_and_text_from_several_shards(tmp_path: Path) -> None:
     assert index.count('class="wrong"') == 1 and index.count('class="right"') == 3
     assert "inject:swa-lru-unlink" in index and "expected pass" in index
     assert report.summary.read_text() == report.text
-    assert "1 WRONG" in report.text and "swa-lru: suspicious." in report.text
+    assert "1 WRONG" in report.text and "swa-lru: leak." in report.text
+
+
+def test_a_suspicious_fixed_cell_is_right_as_run_exits_0_on_it(tmp_path: Path) -> None:
+    cell = write_summary_only(tmp_path / "fixed", "swa-lru", (), "suspicious", 60 * MB)
+    report = write_suite_report([cell], tmp_path / "suite", write_missing_reports=False)
+    assert report.ok and report.cells[0].correct
 
 
 def test_junit_parses_with_one_testcase_per_cell(tmp_path: Path) -> None:
@@ -59,7 +65,7 @@ def test_junit_parses_with_one_testcase_per_cell(tmp_path: Path) -> None:
     failed = [c for c in cases if c.find("failure") is not None]
     assert len(failed) == 1 and failed[0].get("time") == "600.000"
     failure = failed[0].find("failure")
-    assert failure is not None and "swa-lru: suspicious." in (failure.text or "")
+    assert failure is not None and "swa-lru: leak." in (failure.text or "")
 
 
 def test_cells_link_to_run_reports_written_on_the_way(tmp_path: Path) -> None:
