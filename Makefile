@@ -8,7 +8,7 @@ SHARD ?=
 TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test leak-check nightly nightly-merge bench sensitivity lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench sensitivity lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ install: $(VENV)/.installed ## create .venv and install leak-harness with its de
 
 test: install ## run the unit and integration tests (a few minutes)
 	$(PY) -m pytest -q
+
+test-quick: install ## the tests that start no worker and run no scenario (about a minute)
+	$(PY) -m pytest -q -m "not integration"
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
 	$(VENV)/bin/leak-harness check --out $(RESULTS)/check --history $(RESULTS)/history.sqlite

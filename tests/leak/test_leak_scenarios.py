@@ -9,6 +9,8 @@ import pytest
 
 from harness.parent.runner import RunOutcome
 
+pytestmark = pytest.mark.integration  # each runs a real scenario in a worker once selected
+
 
 @pytest.mark.leak(scenario="mamba-lru", budgets=["rss: 50 MB/h", "cyclic_garbage: 0.5 /kop"])
 def test_mamba_cache_fixed_stays_within_budget(leak_result: RunOutcome) -> None:

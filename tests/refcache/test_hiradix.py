@@ -211,6 +211,7 @@ def pp_rounds(inject: tuple[str, ...], lag_s: float, rounds: int = 100) -> list[
     return sizes
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("pp_guard")
 def test_pp_sync_no_drain_piles_up_works() -> None:
     sizes = pp_rounds(("hiradix-pp-sync-no-drain",), lag_s=0.05)
@@ -218,6 +219,7 @@ def test_pp_sync_no_drain_piles_up_works() -> None:
     assert sizes == sorted(sizes)
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("pp_guard")
 def test_pp_sync_drained_stays_at_one_rounds_sends() -> None:
     sizes = pp_rounds((), lag_s=0.002)
