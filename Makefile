@@ -25,7 +25,7 @@ install: $(VENV)/.installed ## create .venv and install leak-harness with its de
 test: install ## run the unit and integration tests (a few minutes)
 	$(PY) -m pytest -q
 
-test-quick: install ## the tests that start no worker and run no scenario (about a minute)
+test-quick: install ## the tests that start no worker and run no scenario (about 2 minutes)
 	$(PY) -m pytest -q -m "not integration"
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 import pytest
@@ -46,6 +47,9 @@ def test_heap_sampler_writes_heap_and_blocks_and_stops_with_a_last_reading() -> 
 
 
 def test_python_blocks_count_small_objects_that_bypass_malloc() -> None:
+    # Garbage that earlier tests left would otherwise be freed by the collections
+    # these 20,000 lists trigger, and take its blocks off the count.
+    gc.collect()
     clock, sink = FakeClock(), Recorder()
     sampler = HeapSampler(interval_s=0.1)
     sampler.start(sink, clock)

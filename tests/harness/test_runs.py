@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from harness.config import RunConfig, SamplerIntervals
 from harness.parent.runner import RunOutcome, run
@@ -20,6 +21,8 @@ from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import load_run
 from tests.harness.conftest import ROOT, spec
+
+pytestmark = pytest.mark.integration  # every test starts a worker (or the CLI that does)
 
 FAST = SamplerIntervals(rss_s=0.05, gauges_s=0.2, objects_s=1.0, garbage_s=1.0)
 
@@ -138,18 +141,18 @@ def test_a_failing_stop_when_is_switched_off_and_noted(no_leftovers: Path) -> No
 
 def test_ctrl_c_in_the_cli_still_analyses_partial_samples(no_leftovers: Path) -> None:
     rundir = no_leftovers / "interrupted"
-    cli = subprocess.Popen(
+    with subprocess.Popen(  # leaving the block closes the pipes, on a failure too
         [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "60s",
          "--warmup", "0.2s", "--out", str(rundir)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        wait_for(lambda: progressed(rundir), 30.0)
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=30)
-    finally:
-        cli.kill()  # a no-op once it has exited; on a failed test it must not linger
-        cli.wait()
+    ) as cli:
+        try:
+            wait_for(lambda: progressed(rundir), 30.0)
+            cli.send_signal(signal.SIGINT)
+            out, err = cli.communicate(timeout=30)
+        finally:
+            cli.kill()  # a no-op once it has exited; on a failed test it must not linger
+            cli.wait()
     data, summary = load_run(rundir)
     assert cli.returncode == 0, err
     assert "interrupted by Ctrl-C" in out

@@ -9,6 +9,13 @@ pytest_plugins = ["pytester"]
 HEALTHY = "tests.harness.fixtures.scenarios:HEALTHY"
 LEAKY = "tests.harness.fixtures.scenarios:LEAKY"
 
+# The child loads the plugin from this checkout by its module name, so it runs
+# without the installed entry point too (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, a
+# plain checkout). The entry point, where installed, is blocked first: pytest
+# refuses one module registered under two names ("leak_harness" and
+# "harness.pytest_plugin"). The same pair is in the outer run's addopts.
+PLUGIN = ("-p", "no:leak_harness", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider")
+
 TEST_FILE = f"""
 import pytest
 
@@ -24,10 +31,11 @@ def test_leaky_fails_with_an_explanation(leak_result):
 
 def test_leak_tests_are_skipped_unless_selected(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TEST_FILE)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(skipped=2)
 
 
+@pytest.mark.integration
 def test_leak_marker_runs_a_worker_and_explains_failure(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -37,7 +45,7 @@ def test_leak_marker_runs_a_worker_and_explains_failure(
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester.makepyfile(TEST_FILE)
     results = pytester.path / "leak-results"
-    result = pytester.runpytest("--leak", "--leak-results", str(results), "-p", "no:cacheprovider")
+    result = pytester.runpytest(*PLUGIN, "--leak", "--leak-results", str(results))
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*expected pass, got leak*", "*verdict leak*", "*report:*"])
     assert list(results.rglob("report.html"))

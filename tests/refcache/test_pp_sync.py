@@ -70,6 +70,7 @@ def test_single_rank_sync_is_local() -> None:
         PPSync(2, 2)
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_hang")
 def test_gloo_send_work_reports_incomplete_until_wait() -> None:
     pipeline = start()
@@ -89,6 +90,7 @@ def test_gloo_send_work_reports_incomplete_until_wait() -> None:
         close_and_check(pipeline)
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_hang")
 def test_reap_lets_the_list_grow_and_drain_bounds_it() -> None:
     pipeline = start(payload=1024)
@@ -108,6 +110,7 @@ def test_reap_lets_the_list_grow_and_drain_bounds_it() -> None:
         close_and_check(pipeline)
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_hang")
 def test_lagging_peer_throttles_the_draining_rank() -> None:
     lag, rounds = 0.02, 15
@@ -152,25 +155,26 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_hang")
 @pytest.mark.parametrize("script", [PARENT, PARENT_EARLY], ids=["in-loop", "still-starting"])
 def test_peers_exit_when_their_parent_dies(script: str) -> None:
     """Killed in the peers' loop, or while they still import torch (the rendezvous
     would hold them 30 s): either way they are gone within 10 s."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    parent = subprocess.Popen(
+    with subprocess.Popen(  # leaving the block closes the pipe
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
-    )
-    try:
-        assert parent.stdout is not None
-        peers = [int(pid) for pid in parent.stdout.readline().split()]
-        assert peers
-        parent.send_signal(signal.SIGKILL)  # no close(), no atexit: the peers must notice
-        parent.wait(10)
-        deadline = time.monotonic() + 10
-        while not all(_gone(pid) for pid in peers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert all(_gone(pid) for pid in peers), "a peer outlived its parent"
-    finally:
-        parent.kill()
-        parent.wait(10)
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            peers = [int(pid) for pid in parent.stdout.readline().split()]
+            assert peers
+            parent.send_signal(signal.SIGKILL)  # no close(), no atexit: the peers must notice
+            parent.wait(10)
+            deadline = time.monotonic() + 10
+            while not all(_gone(pid) for pid in peers) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert all(_gone(pid) for pid in peers), "a peer outlived its parent"
+        finally:
+            parent.kill()
+            parent.wait(10)
