@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import gc
+import inspect
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from harness.analysis.cycle_shapes import aggregate_cycles, cycle_shape
 from harness.worker.samplers.cycles import (
+    edge_name,
     explain_garbage,
     explain_object,
+    label,
     named_referents,
     shortest_cycle,
     storage_bytes,
@@ -128,6 +132,73 @@ def test_slots_are_named_including_private_ones() -> None:
     assert names == {"SlotNode.prev", "SlotNode.__hidden"}
     found = shortest_cycle(a, members(a, b))
     assert found is not None and found[0][-1] == "SlotNode.parent"
+
+
+def make_closure_cycle() -> Callable[[], object]:
+    """``json.encoder``'s shape: a closure whose variable holds the closure."""
+    markers: dict[str, object] = {}
+
+    def _iterencode() -> object:
+        return markers
+
+    markers["self"] = _iterencode
+    return _iterencode
+
+
+def raise_and_keep() -> BaseException:
+    """A frame that keeps its own exception: frame -> err -> traceback -> frame."""
+    try:
+        raise ValueError("kept")
+    except ValueError as exc:
+        err = exc
+    return err
+
+
+def line_of(func: Callable[..., Any]) -> int:
+    return inspect.getsourcelines(func)[1]
+
+
+def test_closures_name_the_function_its_source_line_and_the_variable() -> None:
+    func = make_closure_cycle()
+    assert func.__closure__ is not None
+    (cell,) = func.__closure__
+    markers = cell.cell_contents
+    found = shortest_cycle(func, members(func, func.__closure__, cell, markers))
+    assert found is not None
+    where = f"test_cycles.py:{line_of(make_closure_cycle) + 4}"
+    qualified = f"{__name__}.make_closure_cycle.<locals>._iterencode"
+    assert found[0] == [f"function {qualified} ({where}).markers", "cell.cell_contents",
+                        "dict['self']"]
+
+
+def test_frames_name_their_function_line_and_locals() -> None:
+    err = raise_and_keep()
+    tb = err.__traceback__
+    assert tb is not None
+    frame = tb.tb_frame
+    explained = explain_object(err, members(err, tb, frame))
+    assert explained is not None
+    assert explained["path"][:2] == ["ValueError.__traceback__", "traceback.tb_frame"]
+    assert re.fullmatch(rf"frame {__name__}\.raise_and_keep \(test_cycles\.py:\d+\)\.err",
+                        explained["path"][2])
+    del err, tb, frame, explained
+
+
+def test_labels_of_methods_code_classes_and_keys() -> None:
+    node = TreeNode("n")
+    first = line_of(TreeNode.__init__)
+    assert label(node.__init__) == (
+        f"method {__name__}.TreeNode.__init__ (test_cycles.py:{first})"
+    )
+    assert label(TreeNode.__init__.__code__) == f"code TreeNode.__init__ (test_cycles.py:{first})"
+    assert label(TreeNode) == "TreeNode" and label(node) == "TreeNode"
+    registry = {make_closure_cycle: 1, (1, "a"): 2, None: 3}
+    assert edge_name(registry, 2) == "dict[(1, 'a')]"
+    assert edge_name(registry, 3) == "dict[None]"
+    assert re.fullmatch(rf"dict\[<function {__name__}\.make_closure_cycle "
+                        r"\(test_cycles\.py:\d+\)>\]", edge_name(registry, 1) or "")
+    assert edge_name(TreeNode, TreeNode.__init__) == "TreeNode.__init__"
+    assert edge_name([node, 5], 5) == "list[1]" and edge_name(node, 7) is None
 
 
 def test_only_garbage_is_walked() -> None:
