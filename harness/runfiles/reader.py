@@ -61,6 +61,7 @@ class RunDataBuilder:
             "garbage": self.data.garbage_windows,
             "objects": self.data.object_windows,
             "alloc": self.data.alloc_windows,
+            "owners": self.data.owners,
             "event": self.data.events,
         }
         if kind in lists:

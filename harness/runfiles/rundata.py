@@ -23,6 +23,19 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
 - ``alloc``:   one allocation window: ``window`` (1, 2, ...), ``from_t`` (its
                baseline snapshot), ``ops`` (done since), ``sites`` (list of
                ``site``, ``stack``, ``bytes``, ``count``: retained growth per owning frame)
+- ``owners``:  once, at the end (after ``loop_end``): what holds the types that grew
+               most. ``paths`` (one entry per grown type: ``type``, ``qualname``,
+               ``grew``, ``count``, ``tracked``, ``path`` like ``"mod.HOLDER ->
+               Holder.history -> dict['k'] -> list"`` or null with ``why``,
+               ``root`` (``module m``, ``class m.C``, ``frame f at file:line``,
+               ``no referrer the GC sees (...)``), ``depth``; tracked types add
+               ``sampled``, ``agree``, ``others``; untracked ones ``note``,
+               ``holder``, ``held_here``, ``gained``), ``tensors`` (null without
+               torch; ``count``, ``view_bytes``, ``storage_bytes``, ``storages``,
+               ``oversized`` and ``views``: storages kept by far smaller views, with
+               owner paths), ``untracked_counted``, ``gave_up`` (the time budget cut
+               the search), ``seconds``, ``search_seconds``, and ``error`` if it
+               failed (full schema: ``harness.worker.samplers.owners``)
 - ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
                ``crash``, ``end``, ``attribution`` with ``phase`` start/end and
                ``window``, ``signal_unavailable``, ...) and event-specific fields
@@ -76,6 +89,7 @@ class RunData:
     garbage_windows: list[dict[str, Any]] = field(default_factory=list)
     object_windows: list[dict[str, Any]] = field(default_factory=list)
     alloc_windows: list[dict[str, Any]] = field(default_factory=list)
+    owners: list[dict[str, Any]] = field(default_factory=list)  # one line per run, at the end
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property

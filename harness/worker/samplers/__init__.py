@@ -18,6 +18,7 @@ from harness.worker.samplers.gc_events import GcEventsSampler
 from harness.worker.samplers.heap import HeapSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
 from harness.worker.samplers.objects import ObjectsSampler
+from harness.worker.samplers.owners import OwnersSampler
 from harness.worker.samplers.rss import RssSampler
 
 if TYPE_CHECKING:  # the config names samplers from this registry: no import at run time
@@ -25,11 +26,12 @@ if TYPE_CHECKING:  # the config names samplers from this registry: no import at 
 
 # The order in which samplers start, poll and stop. It matters at the end: the
 # gc hook goes first, the last heap, gauge and object readings come before the
-# garbage window and the malloc_trim probe (both force a collection), and the
-# RSS sampler stops last so its final sample follows the probe.
+# garbage window and the malloc_trim probe (both force a collection), the owner
+# search runs on what the workload left before the probe trims, and the RSS
+# sampler stops last so its final sample follows the probe.
 SAMPLER_TYPES = (
     GcEventsSampler, HeapSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
-    AllocationSampler, MallocTrimSampler, RssSampler,
+    AllocationSampler, OwnersSampler, MallocTrimSampler, RssSampler,
 )
 # Allocation windows: two, at these fractions of the measured window, so growth in
 # both tells a leak from a structure still filling; each at most ALLOC_SHARE of it.
@@ -49,6 +51,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),
         AllocationSampler(*allocation_windows(config)),
+        OwnersSampler(),
         MallocTrimSampler(),
         RssSampler(every.rss_s, every.uss_s),
     ]
