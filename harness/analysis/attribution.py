@@ -33,6 +33,8 @@ from harness.runfiles.rundata import RunData
 FAILING = ("leak", "suspicious")
 MIN_SHARE = 0.1  # a Python site below this share of the sites' growth is not named
 TOP_SITES = 3
+TOP_OWNERS = 3  # most-grown types whose owners are named
+MIN_AGREE = 2  # a second path is named when this many sampled objects share it
 NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is called native
 NATIVE_HINT = (
     "native stacks: run the scenario under memray with native traces "
@@ -85,8 +87,7 @@ def where_it_grows(
     if bytes_failing:
         found += [site_finding(s) for s in sites]
         found += native_finding(rates.get("heap"), sites) if "heap" in failing else []
-        found += owner_findings(run.owners if hasattr(run, "owners") else [])
-        found += tensor_findings(run.owners if hasattr(run, "owners") else [])
+        found += tensor_findings(run.owners) + owner_findings(run.owners)
     if "cyclic_garbage" in failing:
         found += cycle_findings(run.garbage_windows)
     for budget, judgement in zip(budgets, judgements, strict=True):
@@ -150,30 +151,49 @@ def native_finding(heap_per_h: float | None, sites: Sequence[Site]) -> list[Find
 
 
 def owner_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    """What keeps a sample of each most-grown type alive (the worker's owners line)."""
+    """What keeps samples of the most-grown types alive (the worker's owners line).
+
+    Each type's path is the one most of its sampled objects share; a path only
+    some share is named too ("also"), as a leak among a structure's normal
+    growth (a tree's nodes) may hold only part of the new objects.
+    """
     found = []
     for record in owners[-1:]:
-        for entry in record.get("paths", []):
-            if not entry.get("path"):
-                continue
-            grew = entry.get("grew")
-            text = f"{entry['type']} (+{grew} objects) is held by {entry['path']}"
-            found.append(Finding("owner", "objects", text, owner=str(entry["path"])))
+        entries = sorted(record.get("paths", []), key=lambda e: -int(e.get("grew", 0)))
+        for entry in entries[:TOP_OWNERS]:
+            paths = [(entry.get("path"), entry.get("agree"))] + [
+                (o.get("path"), o.get("agree")) for o in entry.get("others", [])
+                if int(o.get("agree") or 0) >= MIN_AGREE
+            ]
+            for path, agree in paths:
+                if not path:
+                    continue
+                share = f", {agree} of {entry['sampled']} sampled" if entry.get("sampled") else ""
+                text = f"{entry['type']} (+{entry.get('grew')}{share}) is held by {path}"
+                found.append(Finding("owner", "objects", text, owner=str(path)))
     return found
 
 
 def tensor_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    """Tensors whose storage is far larger than the view that keeps it alive."""
+    """Small tensor views keeping far larger storages alive (SGLang #17191, #20271)."""
     found = []
     for record in owners[-1:]:
-        tensors = record.get("tensors") or {}
-        for entry in tensors.get("views", []):
-            text = (
-                f"a tensor view of {format_rate(entry['view_bytes'], 'B')} keeps a storage of "
-                f"{format_rate(entry['storage_bytes'], 'B')} alive"
-                + (f", held by {entry['path']}" if entry.get("path") else "")
+        oversized = (record.get("tensors") or {}).get("oversized") or {}
+        if not oversized.get("storages"):
+            continue
+        example = oversized.get("example") or {}
+        stored = format_rate(oversized["storage_bytes"], "B")
+        text = (
+            f"{oversized['storages']} tensor storages ({stored}) are kept alive by "
+            f"{format_rate(oversized['view_bytes'], 'B')} of views"
+        )
+        if example:
+            text += (
+                f"; e.g. a {format_rate(example['view_bytes'], 'B')} view of a "
+                f"{format_rate(example['storage_bytes'], 'B')} storage"
+                + (f", held by {example['path']}" if example.get("path") else "")
             )
-            found.append(Finding("tensors", "objects", text, owner=entry.get("path")))
+        found.append(Finding("tensors", "objects", text, owner=example.get("path")))
     return found
 
 

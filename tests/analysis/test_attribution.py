@@ -78,12 +78,19 @@ def test_levels_and_cycles_are_named_by_what_saw_them() -> None:
 
 def test_owner_paths_and_tensor_views_come_from_the_owners_line() -> None:
     run = heap_run(200 * MB, [])
-    run.owners = [{"paths": [{"type": "list", "grew": 693, "path": "Cache.history -> dict['r1']"}],
-                   "tensors": {"views": [{"view_bytes": 64, "storage_bytes": 4 * MB,
-                                          "path": "Node.value"}]}}]
+    run.owners = [{"paths": [
+        {"type": "Tensor", "grew": 224, "sampled": 8, "agree": 4, "path": "Cache.tree -> Tensor",
+         "others": [{"path": "Cache.kept -> list[40] -> Tensor", "agree": 3},
+                    {"path": "Scheduler.running -> Tensor", "agree": 1}]},
+        {"type": "dict", "grew": 125, "path": None, "why": "holders disagree"},
+    ], "tensors": {"oversized": {"storages": 52, "storage_bytes": 1_110_000, "view_bytes": 480,
+                                 "example": {"view_bytes": 8, "storage_bytes": 183_600,
+                                             "path": "Cache.kept -> list[45] -> Tensor"}}}}]
     found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
                            [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
     texts = [f.text for f in found]
-    assert "list (+693 objects) is held by Cache.history -> dict['r1']" in texts
-    assert any("a tensor view of 64 B keeps a storage of 4 MB alive, held by Node.value" in t
-               for t in texts)
+    assert ("52 tensor storages (1.11 MB) are kept alive by 480 B of views; e.g. a 8 B view of "
+            "a 184 KB storage, held by Cache.kept -> list[45] -> Tensor") in texts
+    assert "Tensor (+224, 4 of 8 sampled) is held by Cache.tree -> Tensor" in texts
+    assert "Tensor (+224, 3 of 8 sampled) is held by Cache.kept -> list[40] -> Tensor" in texts
+    assert not any("Scheduler.running" in t or "dict (+125" in t for t in texts)

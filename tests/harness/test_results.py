@@ -44,12 +44,15 @@ def test_golden_config_round_trips_through_runconfig() -> None:
     data = load_samples(GOLDEN / "samples.jsonl")
     config = RunConfig.from_dict(data.header["config"])
     golden = data.header["config"]
-    # A newer harness adds fields with defaults (the heap sampler's interval): the
+    # A newer harness adds fields with defaults (new samplers' intervals): the
     # golden file's own values all come back, the new ones at their defaults.
     dumped = config.to_dict()
-    assert {**dumped, "intervals": {**dumped["intervals"], "heap_s": None}} == {
-        **golden, "intervals": {**golden["intervals"], "heap_s": None}}
+    assert {k: v for k, v in dumped.items() if k not in ("intervals", "samplers")} == {
+        k: v for k, v in golden.items() if k not in ("intervals", "samplers")}
+    assert {k: dumped["intervals"][k] for k in golden["intervals"]} == golden["intervals"]
+    assert dumped["samplers"] == golden["samplers"]
     assert dumped["intervals"]["heap_s"] == SamplerIntervals().heap_s
+    assert dumped["intervals"]["alloc_window_s"] == SamplerIntervals().alloc_window_s
     assert config.budgets == ("rss: 2 GB/h", "ring: <= 256")
 
 
