@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.worker.samplers import SAMPLER_NAMES
+from harness.worker.samplers import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 
 GC_MODES = ("default", "server", "off")
 # Without an explicit --timeout a run may overrun its duration by this much
@@ -165,4 +165,6 @@ def reproduce_command(config: RunConfig) -> str:
         argv += ["--target", config.target]
     for budget in config.budgets:
         argv += ["--budget", budget]
+    if not set(ATTRIBUTION_SAMPLERS) & set(config.samplers):
+        argv += ["--no-attribution"]
     return shlex.join(argv)

@@ -86,7 +86,8 @@ def where_it_grows(
     bytes_failing = any(name in failing for name in ("heap", "py_blocks", "rss", "uss"))
     if bytes_failing:
         found += [site_finding(s) for s in sites]
-        found += native_finding(rates.get("heap"), sites) if "heap" in failing else []
+        if "heap" in failing:
+            found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows))
         found += tensor_findings(run.owners) + owner_findings(run.owners)
     if "cyclic_garbage" in failing:
         found += cycle_findings(run.garbage_windows)
@@ -133,10 +134,22 @@ def site_finding(site: Site) -> Finding:
                    per_h=site.per_h, unit="B")
 
 
-def native_finding(heap_per_h: float | None, sites: Sequence[Site]) -> list[Finding]:
-    """Heap growth that Python allocations do not explain, said in words."""
+def native_finding(
+    heap_per_h: float | None, sites: Sequence[Site], traced: bool = True
+) -> list[Finding]:
+    """Heap growth that Python allocations do not explain, said in words.
+
+    ``traced``: whether the run had allocation windows; without them nothing
+    tells Python allocations from native ones, and the finding says so.
+    """
     if heap_per_h is None or heap_per_h <= 0:
         return []
+    if not traced:
+        text = (
+            f"the C heap grows {format_rate(heap_per_h, 'B/h')}; this run had no allocation "
+            "windows to tell Python allocations from native ones (run without --no-attribution)"
+        )
+        return [Finding("heap", "heap", text, per_h=heap_per_h, unit="B")]
     python = sum(s.per_h for s in sites)
     if python >= NATIVE_SHARE * heap_per_h:
         return []

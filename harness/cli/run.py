@@ -22,6 +22,7 @@ from harness.parent.progress import ProgressLine
 from harness.parent.runner import prepare_rundir, run
 from harness.registry import check_injections, load_scenario
 from harness.verdicts import exit_code
+from harness.worker.samplers import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 
 RESULTS_DIR = Path("results") / "runs"
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -85,6 +86,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--heartbeat", help="silence of the worker's main loop that counts as hung (30s)")
     add("--rss-ceiling", help="kill the run above this RSS, like 4GiB (default half the RAM)")
     add("--target", help="cache factory module:callable to test instead of the default")
+    add("--no-attribution", action="store_true",
+        help="no allocation windows or owner search (where it grows is then not named)")
     add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",
         help="override a budget, like 'rss: 50 MB/h', or drop one: 'cyclic_garbage: off' "
              "(repeatable)")
@@ -113,6 +116,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
         heartbeat_s=(duration("--heartbeat", args.heartbeat) if args.heartbeat
                      else DEFAULT_HEARTBEAT_S),
         rss_ceiling=size("--rss-ceiling", args.rss_ceiling) if args.rss_ceiling else None,
+        samplers=tuple(n for n in SAMPLER_NAMES
+                       if not (args.no_attribution and n in ATTRIBUTION_SAMPLERS)),
     )
     return scenario, config
 

@@ -41,6 +41,8 @@ def test_heap_growth_python_does_not_explain_is_called_native() -> None:
     assert native.kind == "native" and "native memory grows ~302 MB/h" in native.text
     assert "memray" in native.text
     assert native_finding(300 * MB, growing_sites(LEAK_THEN_FILL)) == []  # mostly explained
+    (untraced,) = native_finding(500 * MB, [], traced=False)
+    assert "no allocation windows" in untraced.text and "native memory" not in untraced.text
 
 
 def heap_run(per_h: float, windows: list[dict[str, Any]]) -> Any:

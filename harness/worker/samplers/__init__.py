@@ -39,6 +39,8 @@ ALLOC_AT = (0.25, 0.65)
 ALLOC_SHARE = 1 / 12
 OPS_ONLY_SPAN_S = 60.0  # where windows go when only an op count bounds the run
 SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
+# The samplers that only say where growth comes from (``--no-attribution`` drops them).
+ATTRIBUTION_SAMPLERS = (AllocationSampler.name, OwnersSampler.name)
 
 
 def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampler]:
@@ -66,4 +68,7 @@ def allocation_windows(config: RunConfig) -> tuple[list[float], float]:
     return [warm + at * span for at in ALLOC_AT], length
 
 
-__all__ = ["SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler", "build_samplers"]
+__all__ = [
+    "ATTRIBUTION_SAMPLERS", "SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler",
+    "build_samplers",
+]
