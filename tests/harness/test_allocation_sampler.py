@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.runview import attribution_windows, without
+from harness.analysis.runview import attribution_windows, bridged, without
 from harness.runfiles.rundata import RunData, Series
 from harness.worker.samplers.allocations import AllocationSampler
 from tests.harness.test_samplers import FakeClock, Recorder
@@ -73,3 +73,15 @@ def test_the_windows_samples_are_dropped_from_every_judged_series() -> None:
     t = np.arange(10, dtype=np.float64)
     kept = without(Series(t, t * 2, "B"), windows)
     assert kept.t.tolist() == [0, 1, 4, 5, 6, 7]
+
+
+def test_the_level_a_window_leaves_behind_is_bridged_and_the_slope_kept() -> None:
+    t = np.arange(0, 20, 0.1)
+    slope = 1000.0  # per second
+    v = 1e6 + slope * t + 130_000 * (t > 8.4) + 100_000 * (t > 15.5)  # two windows' residue
+    windows = [(6.5, 8.4), (13.7, 15.5)]
+    bridged_series = bridged(Series(t, v, "B"), windows)
+    gains = np.diff(bridged_series.v) / np.diff(bridged_series.t)
+    assert np.allclose(gains, slope, rtol=0.02)  # no step left, the growth kept
+    flat = bridged(Series(t, np.full(t.size, 5.0), ""), windows)
+    assert np.allclose(flat.v, 5.0)
