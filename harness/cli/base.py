@@ -11,21 +11,30 @@ from types import FrameType
 from typing import Protocol
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI job's timeout) takes the Ctrl-C path: stop, analyse, report."""
+def interrupts(cancel: threading.Event | None = None) -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a CI job's timeout) take the same path: stop, analyse, report.
+
+    Each signal raises KeyboardInterrupt, and also sets ``cancel``, which the
+    supervisor checks every tick: an exception raised while the interpreter
+    runs a finaliser or a callback is printed and dropped ("Exception
+    ignored in ..."), and a Ctrl-C must not be lost that way.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers; Ctrl-C does not reach others
         return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if cancel is not None:
+            cancel.set()
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Command(Protocol):

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
 from harness.analysis.units import parse_duration, parse_size
 from harness.api import Scenario
-from harness.cli.base import sigterm_as_interrupt
+from harness.cli.base import interrupts
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import scenario_config
 from harness.errors import UsageError
@@ -48,9 +49,10 @@ class RunCommand:
         prepare_rundir(config)  # an unwritable --out fails before anything is printed
         line = ProgressLine(sys.stdout, scenario.name, live=sys.stdout.isatty())
         line.begin(config)
+        cancel = threading.Event()
         try:
-            with sigterm_as_interrupt():
-                outcome = run(config, on_progress=line.update)
+            with interrupts(cancel):
+                outcome = run(config, on_progress=line.update, cancel=cancel)
         finally:
             line.end()
         print(f"{scenario.name}: {outcome.verdict}")

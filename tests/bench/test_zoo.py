@@ -22,6 +22,9 @@ from harness.api import load_callable
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic
 
+# Each test runs the scenarios' workload on a zoo cache for about a second.
+pytestmark = pytest.mark.integration
+
 DRIVE_S = 1.0
 SEED = 7
 BYTES_RATE = 360e6  # 100 kB/s

@@ -53,14 +53,14 @@ def test_cli_check_and_pytest_judge_the_same_budgets(
     expected = ["rss: 3 GB/h", "rss: <= 4 GiB", "kept: <= 100"]
 
     cli_dir = no_leftovers / "cli"
-    argv = ["run", spec("BUDGETED"), "--duration", "1.5s", "--out", str(cli_dir)]
+    argv = ["run", spec("BUDGETED"), "--duration", "3s", "--out", str(cli_dir)]
     assert main([*argv, *(f"--budget={b}" for b in overrides)]) == 0
 
     options = CheckOptions(out=no_leftovers / "check", budgets=tuple(overrides))
     # check names a scenario as the registry does; a spec stands in for the name here.
     (cell,) = run_matrix(plan([replace(BUDGETED, name=spec("BUDGETED"))]), options)
 
-    runner = LeakRunner(request.node, no_leftovers / "pytest", "1.5s")
+    runner = LeakRunner(request.node, no_leftovers / "pytest", "3s")
     outcome = runner(spec("BUDGETED"), budgets=overrides)
 
     for rundir in (cli_dir, cell.outcome.rundir, outcome.rundir):
