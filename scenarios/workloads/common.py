@@ -24,7 +24,7 @@ from scenarios.workloads.traffic import Traffic, TrafficShape
 # alarms on), the C heap and Python's blocks (exact, flat on a healthy cache, so
 # they resolve small rates in short runs), cyclic garbage. Then the idle checks
 # SGLang runs: the pools' books add up, nothing stays locked with nothing running.
-GENERIC_BUDGETS = ("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 500000 /h",
+GENERIC_BUDGETS = ("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 250000 /h",
                    "cyclic_garbage: 0.5 /kop")
 IDLE_BUDGETS = ("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0")
 DEFAULT_BUDGETS = (*GENERIC_BUDGETS, *IDLE_BUDGETS)
