@@ -96,7 +96,8 @@ def run_job(job: Job, out: Path) -> dict[str, Any]:
         print(f"  {job.label}: could not run: {exc}", flush=True)
         return {**job_fields(job, "-"), "true_rate": None, "verdict": "error",
                 "detect_s": None, "judged_by": "-", "estimate": None, "ci": None,
-                "estimate_unit": "", "reason": str(exc), "metrics": {}, "wall_s": None}
+                "estimate_unit": "", "reason": str(exc), "metrics": {}, "wall_s": None,
+                "where": [], "culprit": "-"}
 
 
 def run_once(job: Job, out: Path) -> dict[str, Any]:
@@ -109,7 +110,10 @@ def run_once(job: Job, out: Path) -> dict[str, Any]:
     row = describe(job, name, outcome)
     row["wall_s"] = round(time.monotonic() - began, 1)
     print(f"  {job.label}: {row['verdict']}, true {rate_text(row['true_rate'], job.target.unit)}, "
-          f"detected {seconds(row['detect_s'])}, wall {row['wall_s']:.0f} s", flush=True)
+          f"detected {seconds(row['detect_s'])}, wall {row['wall_s']:.0f} s, "
+          f"culprit {row['culprit']}", flush=True)
+    for line in row["where"]:
+        print(f"      where: {line}", flush=True)
     return row
 
 
@@ -124,7 +128,19 @@ def describe(job: Job, scenario: str, outcome: RunOutcome) -> dict[str, Any]:
         "estimate_unit": metric.get("unit", ""),
         "reason": summary.reasons[0] if summary.reasons else "",
         "metrics": summary.metrics,
+        "where": summary.where_it_grows(),
+        "culprit": culprit_named(job.target, summary.where_it_grows()),
     }
+
+
+def culprit_named(target: ZooTarget, where: list[str]) -> str:
+    """Whether "Where it grows" names this target's culprit ("yes"/"no"), or for a
+    non-leak whether it names nothing ("nothing"/"blamed")."""
+    text = " ".join(where)
+    if not target.leaks:
+        named = [w for w in where if not w.startswith("nothing grows")]
+        return "blamed" if named else "nothing"
+    return "yes" if any(word in text for word in target.culprit) else "no"
 
 
 def job_fields(job: Job, scenario: str) -> dict[str, Any]:
@@ -193,10 +209,11 @@ def kind_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None
     here = [r for r in rows if r["duration_s"] == duration]
     rec.say(f"{duration:g} s runs:")
     rec.table(["kind", "target", "leak?", "seed", "asked", "true rate", "verdict", "detected at",
-               "judged by", "estimate [95% CI]"],
+               "judged by", "estimate [95% CI]", "culprit named"],
               [[r["kind"], r["target"], "yes" if r["leaks"] else "no", r["seed"],
                 rate_text(r["rate"], r["unit"]), rate_text(r["true_rate"], r["unit"]),
-                r["verdict"], seconds(r["detect_s"]), r["judged_by"], estimate_text(r)]
+                r["verdict"], seconds(r["detect_s"]), r["judged_by"], estimate_text(r),
+                r.get("culprit", "-")]
                for r in here])
 
 

@@ -47,6 +47,9 @@ class ZooTarget:
     default_rate: float  # per hour, in ``unit``; 0 for the non-leaks
     unit: str = "B"  # of the rate and the ledger: "B" or "tok"
     load: Mapping[str, Any] = field(default_factory=dict)  # scheduler Load overrides
+    # Words that name the culprit in "Where it grows": the attribute that keeps
+    # it, the class, the site's file, or for native memory the word itself.
+    culprit: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
@@ -54,15 +57,23 @@ class ZooTarget:
 
 
 ZOO: tuple[ZooTarget, ...] = (
-    ZooTarget("dict_retention", "dict/list retention", "cache_finished_req", True, 200 * MB),
-    ZooTarget("tensor_views", "tensors kept alive", "insert", True, 200 * MB),
-    ZooTarget("native_malloc", "native malloc", "extend_request", True, 200 * MB),
-    ZooTarget("evicted_cycles", "cycles of evicted nodes", "evict", True, 500 * MB),
-    ZooTarget("lock_leak", "lock leak", "dec_lock_ref", True, 120_000, unit="tok"),
+    ZooTarget("dict_retention", "dict/list retention", "cache_finished_req", True, 200 * MB,
+              culprit=("finished_tokens", "python_leaks.py")),
+    ZooTarget("tensor_views", "tensors kept alive", "insert", True, 200 * MB,
+              culprit=("kept_views", "native_leaks.py")),
+    ZooTarget("native_malloc", "native malloc", "extend_request", True, 200 * MB,
+              culprit=("native memory",)),
+    ZooTarget("evicted_cycles", "cycles of evicted nodes", "evict", True, 500 * MB,
+              culprit=("EvictRecord",)),
+    ZooTarget("lock_leak", "lock leak", "dec_lock_ref", True, 120_000, unit="tok",
+              culprit=("locked_while_idle",)),
     ZooTarget("idle_leak", "idle-only leak", "check_hicache_events", True, 200 * MB,
-              load={"pattern": "idle-gaps"}),
-    ZooTarget("small_objects", "many small objects", "match_prefix", True, 200 * MB),
-    ZooTarget("mmap_pages", "anonymous mmap pages", "evict", True, 200 * MB),
+              load={"pattern": "idle-gaps"},
+              culprit=("audits", "state_leaks.py")),
+    ZooTarget("small_objects", "many small objects", "match_prefix", True, 200 * MB,
+              culprit=("match_log", "python_leaks.py")),
+    ZooTarget("mmap_pages", "anonymous mmap pages", "evict", True, 200 * MB,
+              culprit=("mappings", "native_leaks.py")),
     ZooTarget("fixed", "fixed cache", "-", False, 0.0),
     ZooTarget("bounded_memo", "bounded memo", "match_prefix", False, 0.0),
     ZooTarget("sawtooth", "sawtooth", "check_hicache_events", False, 0.0),
