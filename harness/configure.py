@@ -56,14 +56,14 @@ def scenario_config(
     duration. ``budgets_from`` names the overrides' source (``--budget``) in errors.
     """
     if duration_s is None and max_ops is None:
-        duration_s = _parse("the scenario's default duration", scenario.default_duration)
+        duration_s = duration_from("the scenario's default duration", scenario.default_duration)
     limits.setdefault("heartbeat_s", DEFAULT_HEARTBEAT_S)
     return RunConfig(
         scenario=spec or scenario.name,
         rundir=str(rundir),
         duration_s=duration_s,
         max_ops=max_ops,
-        warmup_s=_parse("the scenario's warm-up", scenario.warmup) if warmup_s is None
+        warmup_s=duration_from("the scenario's warm-up", scenario.warmup) if warmup_s is None
         else warmup_s,
         inject=tuple(inject),
         seed=seed,
@@ -109,8 +109,9 @@ def _budget(text: str, where: str) -> Budget:
         raise UsageError(f"{where}: {exc}") from None
 
 
-def _parse(what: str, text: str) -> float:
+def duration_from(where: str, text: str) -> float:
+    """Seconds from a human duration; a UsageError naming ``where`` if malformed."""
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise UsageError(f"{what}: {exc}") from None
+        raise UsageError(f"{where}: {exc}") from None

@@ -13,11 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from harness.analysis.units import parse_duration, parse_size
+from harness.analysis.units import parse_size
 from harness.api import Scenario
 from harness.cli.base import interrupts
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
-from harness.configure import scenario_config
+from harness.configure import duration_from, scenario_config
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine
 from harness.parent.runner import prepare_rundir, run
@@ -105,30 +105,23 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
         scenario,
         Path(args.out) if args.out else default_rundir(scenario.name),
         spec=args.scenario,
-        duration_s=duration("--duration", args.duration) if args.duration else None,
+        duration_s=duration_from("--duration", args.duration) if args.duration else None,
         max_ops=args.ops,
-        warmup_s=duration("--warmup", args.warmup) if args.warmup else None,
+        warmup_s=duration_from("--warmup", args.warmup) if args.warmup else None,
         inject=inject,
         seed=args.seed,
         target=args.target,
         gc_mode=args.gc_mode,
         budgets=tuple(args.budget),
         budgets_from="--budget",
-        timeout_s=duration("--timeout", args.timeout) if args.timeout else None,
-        heartbeat_s=(duration("--heartbeat", args.heartbeat) if args.heartbeat
+        timeout_s=duration_from("--timeout", args.timeout) if args.timeout else None,
+        heartbeat_s=(duration_from("--heartbeat", args.heartbeat) if args.heartbeat
                      else DEFAULT_HEARTBEAT_S),
         rss_ceiling=size("--rss-ceiling", args.rss_ceiling) if args.rss_ceiling else None,
         samplers=tuple(n for n in SAMPLER_NAMES
                        if not (args.no_attribution and n in ATTRIBUTION_SAMPLERS)),
     )
     return scenario, config
-
-
-def duration(flag: str, text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
 
 
 def size(flag: str, text: str) -> int:

@@ -40,15 +40,21 @@ class MallInfo2(ctypes.Structure):
     )]
 
 
+def glibc_function(symbol: str) -> tuple[Any, str | None]:
+    """``symbol`` from glibc, or None and why not (another libc, an older glibc)."""
+    if platform.libc_ver()[0] != "glibc":
+        return None, f"{symbol} needs glibc; this process does not use it"
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), symbol), None
+    except (OSError, AttributeError) as exc:
+        return None, f"glibc's {symbol} could not be loaded: {exc}"
+
+
 def load_heap_reader() -> tuple[HeapReader | None, str | None]:
     """A function returning malloc's bytes in use, or None and the reason why not."""
-    if platform.libc_ver()[0] != "glibc":
-        return None, "the C heap signal needs glibc's mallinfo2; this process does not use glibc"
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallinfo2 = libc.mallinfo2
-    except (OSError, AttributeError) as exc:
-        return None, f"glibc's mallinfo2 could not be loaded (glibc < 2.33?): {exc}"
+    mallinfo2, why = glibc_function("mallinfo2")
+    if mallinfo2 is None:
+        return None, f"the C heap signal is unavailable: {why}"
     mallinfo2.argtypes = []
     mallinfo2.restype = MallInfo2
 

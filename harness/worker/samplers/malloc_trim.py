@@ -8,24 +8,19 @@ objects; if RSS stays up, something still holds the memory.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
-import platform
 from collections.abc import Callable
 
 import psutil
 
 from harness.worker.samplers.base import BaseSampler, forced_collection
+from harness.worker.samplers.heap import glibc_function
 
 
 def _load_trim() -> tuple[Callable[[int], int] | None, str | None]:
-    if platform.libc_ver()[0] != "glibc":
-        return None, "malloc_trim needs glibc; this process does not use it"
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError) as exc:
-        return None, f"glibc's malloc_trim could not be loaded: {exc}"
+    trim, why = glibc_function("malloc_trim")
+    if trim is None:
+        return None, why
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim, None
