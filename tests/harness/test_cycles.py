@@ -22,6 +22,7 @@ from harness.worker.samplers.cycles import (
     shortest_cycle,
     storage_bytes,
 )
+from tests.harness.doubles import FakeStorage, FakeTensor
 
 
 class TreeNode:
@@ -41,28 +42,6 @@ class SlotNode:
     def __init__(self) -> None:
         self.prev: object = None
         self.parent: object = None
-
-
-class FakeStorage:
-    def __init__(self, ptr: int, nbytes: int) -> None:
-        self._ptr, self._nbytes = ptr, nbytes
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def nbytes(self) -> int:
-        return self._nbytes
-
-
-class FakeTensor:
-    """Duck-typed like a torch tensor: only ``untyped_storage`` matters."""
-
-    def __init__(self, storage: FakeStorage) -> None:
-        self._storage = storage
-        self.owner: object = None
-
-    def untyped_storage(self) -> FakeStorage:
-        return self._storage
 
 
 def members(*objects: object) -> dict[int, object]:

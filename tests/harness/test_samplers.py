@@ -24,6 +24,7 @@ from harness.worker.samplers.gc_events import GcEventsSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
 from harness.worker.samplers.objects import ObjectsSampler
 from harness.worker.samplers.rss import RssSampler
+from tests.harness.doubles import FakeStorage, FakeTensor
 
 
 class FakeClock:
@@ -108,25 +109,6 @@ def test_garbage_window_counts_cycles_by_type_and_restores_the_collector() -> No
     assert window["bytes_by_type"]["Node"] > 0 and not window["final"]
     assert gc.get_debug() == flags and len(gc.garbage) == saved
     assert gc.collect() == 0  # the window freed what it saved
-
-
-class FakeStorage:
-    def __init__(self, ptr: int, nbytes: int) -> None:
-        self._ptr, self._nbytes = ptr, nbytes
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def nbytes(self) -> int:
-        return self._nbytes
-
-
-class FakeTensor:
-    def __init__(self, storage: FakeStorage) -> None:
-        self.storage = storage
-
-    def untyped_storage(self) -> FakeStorage:
-        return self.storage
 
 
 def test_census_adds_tensor_storage_once_per_storage() -> None:
