@@ -96,3 +96,17 @@ def test_owner_paths_and_tensor_views_come_from_the_owners_line() -> None:
     assert "Tensor (+224, 4 of 8 sampled) is held by Cache.tree -> Tensor" in texts
     assert "Tensor (+224, 3 of 8 sampled) is held by Cache.kept -> list[40] -> Tensor" in texts
     assert not any("Scheduler.running" in t or "dict (+125" in t for t in texts)
+
+
+def test_the_scenario_driver_is_never_named_and_paths_start_at_the_workload() -> None:
+    windows = [window(i, 6.0 * i, {"scenarios/workloads/traffic.py:67": 90_000,
+                                   "cache.py:40": 10_000}) for i in (1, 2)]
+    assert [s.site for s in growing_sites(windows)] == ["cache.py:40"]
+    run = heap_run(200 * MB, [])
+    run.owners = [{"paths": [{"type": "list", "grew": 9, "sampled": 8, "agree": 8,
+                              "path": "frame harness.worker.main.Worker.run (main.py:67).workload"
+                                      " -> CacheWorkload.cache -> Cache.kept -> list"}]}]
+    found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
+                           [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
+    assert "list (+9, 8 of 8 sampled) is held by workload -> CacheWorkload.cache -> " \
+           "Cache.kept -> list" in [f.text for f in found]
