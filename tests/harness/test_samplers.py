@@ -21,6 +21,7 @@ from harness.worker.samplers.base import Every, Sampler, forced_collection
 from harness.worker.samplers.garbage import GarbageSampler, census
 from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.gc_events import GcEventsSampler
+from harness.worker.samplers.heap import HeapSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
 from harness.worker.samplers.objects import ObjectsSampler
 from harness.worker.samplers.rss import RssSampler
@@ -209,11 +210,14 @@ def test_malloc_trim_probe_reports_rss_around_the_trim() -> None:
 
 
 def all_samplers() -> list[Sampler]:
+    """Every sampler that polls; the two that walk the heap every 50 s of the fake
+    clock (each walk takes ~0.5 s under tracemalloc; 10 of each in 500 s repeat them)."""
     return [
         GcEventsSampler(1.0),
+        HeapSampler(0.1),
         GaugesSampler({"level": lambda: 1.0}, 0.5),
-        ObjectsSampler(15.0),
-        GarbageSampler(30.0),
+        ObjectsSampler(50.0),
+        GarbageSampler(50.0),
         MallocTrimSampler(),
         RssSampler(0.1, 1.0, guard_s=None),
     ]
