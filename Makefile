@@ -8,7 +8,7 @@ SHARD ?=
 TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench sensitivity lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ bench: install ## print measured numbers and regenerate docs/benchmarks.md (~1 h
 	$(PY) bench/sampler_overhead.py
 	$(PY) bench/time_to_detect.py
 	$(PY) bench/accuracy.py
+
+calibrate: install ## re-measure the growth of the fixed scenarios that rates are judged against (~16 min)
+	$(PY) bench/calibrate.py
 
 sensitivity: install ## leak zoo: which leak kinds are caught at 20 s and 60 s (~15 min; BENCH_FULL=1: 3 seeds, 10 min fixed)
 	$(PY) bench/sensitivity.py
