@@ -90,10 +90,11 @@ class HeapSampler(PeriodicSampler):
         return None  # Python's block count is always there; the parts say what is missing
 
     def on_start(self, now: float) -> None:
-        for signal, why in (("heap", self._why_no_heap), ("cuda", cuda_unavailable())):
+        no_cuda = cuda_unavailable()
+        for signal, why in (("heap", self._why_no_heap), ("cuda", no_cuda)):
             if why is not None:
                 self.sink.event("signal_unavailable", now, signal=signal, reason=why)
-        if cuda_unavailable() is None:
+        if no_cuda is None:
             self._cuda = sys.modules["torch"].cuda
         self.take(now)
         super().on_start(now)
