@@ -66,6 +66,9 @@ class RunConfig:
     intervals: SamplerIntervals = field(default_factory=SamplerIntervals)
     samplers: tuple[str, ...] = SAMPLER_NAMES
     budgets: tuple[str, ...] = ()
+    # Of ``budgets``, those skipped (with a reason) when the run has no such metric:
+    # the scenario's declared budgets on a user's target (``--target``).
+    skippable_budgets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._check_limits()
@@ -110,7 +113,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["options"] = dict(self.options)
-        for key in ("inject", "samplers", "budgets"):
+        for key in ("inject", "samplers", "budgets", "skippable_budgets"):
             data[key] = list(data[key])
         return data
 
@@ -122,7 +125,7 @@ class RunConfig:
             raise UsageError(f"unknown run config field {extra[0]!r}.")
         values = dict(data)
         values["intervals"] = SamplerIntervals(**values.get("intervals", {}))
-        for key in ("inject", "samplers", "budgets"):
+        for key in ("inject", "samplers", "budgets", "skippable_budgets"):
             if key in values:
                 values[key] = tuple(values[key])
         return cls(**values)
@@ -164,7 +167,8 @@ def reproduce_command(config: RunConfig) -> str:
     if config.target:
         argv += ["--target", config.target]
     for budget in config.budgets:
-        argv += ["--budget", budget]
+        if budget not in config.skippable_budgets:  # declared ones come back from the scenario
+            argv += ["--budget", budget]
     if not set(ATTRIBUTION_SAMPLERS) & set(config.samplers):
         argv += ["--no-attribution"]
     return shlex.join(argv)

@@ -58,6 +58,7 @@ def scenario_config(
     if duration_s is None and max_ops is None:
         duration_s = duration_from("the scenario's default duration", scenario.default_duration)
     limits.setdefault("heartbeat_s", DEFAULT_HEARTBEAT_S)
+    merged = merge_budgets(scenario.budgets, budgets, budgets_from)
     return RunConfig(
         scenario=spec or scenario.name,
         rundir=str(rundir),
@@ -69,7 +70,9 @@ def scenario_config(
         seed=seed,
         target=target,
         gc_mode=gc_mode or scenario.gc_mode,
-        budgets=merge_budgets(scenario.budgets, budgets, budgets_from),
+        budgets=merged,
+        # A user's cache need not publish the reference cache's gauges.
+        skippable_budgets=tuple(b for b in merged if b in scenario.budgets) if target else (),
         **limits,
     )
 

@@ -26,7 +26,8 @@ from harness.analysis.slope import sen_slope
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
 from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
-from harness.runfiles.rundata import MEMORY_SIGNALS, RunData, Series
+from harness.runfiles.rundata import RunData, Series
+from harness.runfiles.signals import MEMORY_SIGNALS
 
 GARBAGE = "cyclic_garbage"
 # Signals a healthy cache grows by itself, judged on their excess (calibration).

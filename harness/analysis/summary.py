@@ -12,7 +12,7 @@ and ``ops_per_s``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from harness.analysis.verdict import (
     Judgement,
     combine,
     detection_grid,
+    no_data,
     time_to_detect,
     worst,
 )
@@ -73,6 +74,7 @@ def summarize(
     outcome: str | None = None,
     outcome_reason: str | None = None,
     calibration: Calibration | None = None,
+    skippable: Collection[str] = (),
 ) -> Analysis:
     """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
 
@@ -80,16 +82,20 @@ def summarize(
     takes the run's ``warmup_end`` event (or 0). The window ends where the
     workload stopped (the ``loop_end`` or ``crash`` event, see
     :func:`harness.analysis.runview.workload_end`). Automatic detection may cut a
-    further transient per series, never more than half of what remains.
+    further transient per series, never more than a third of what remains.
     ``outcome``: the runner's process verdict (``crashed``, ``hung``,
     ``ceiling``, ``error``), which overrides; the partial data is still
     analysed, and budgets naming gauges the run never recorded are reported
     instead of raising. ``calibration``: the healthy growth rates are judged
     against (default: the shipped one, :mod:`harness.analysis.calibration`).
+    ``skippable``: budgets (texts) skipped with a stated reason when the run has
+    no such metric (the scenario's gauge budgets on a user's cache).
     Raises ``ValueError`` for malformed or unknown budgets.
     """
     view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s, calibration)
     parsed = [parse_budget(text) for text in budgets]
+    skipped = [b for b in parsed if b.text in skippable and b.metric not in view.known()]
+    parsed = [b for b in parsed if b not in skipped]
     for budget in parsed:
         view.check(budget, tolerate_missing=outcome is not None)
     metrics = _metrics(view)
@@ -99,7 +105,10 @@ def summarize(
         judgements.append(judgement)
         if name in metrics:
             metrics[name] = metrics[name].judged(budget.text, judgement.status)
-    verdict, reasons = combine(judgements, outcome, outcome_reason)
+    skips = [_skipped(b) for b in skipped]
+    if skipped and not parsed:
+        skips.append(no_data("budgets", "none of them applies to this target."))
+    verdict, reasons = combine([*judgements, *skips], outcome, outcome_reason)
     shapes = describe_shapes(view, _judged_series(parsed))
     reasons += shapes + describe_resolution(view)
     where = where_it_grows(run, parsed, judgements, _judged_rates(view, parsed))
@@ -113,8 +122,14 @@ def summarize(
         metrics=metrics,
         time_to_detect_s=_time_to_detect(view, parsed, verdict),
         window_s=(view.start_s, view.end_s) if view.end_s > view.start_s else None,
-        details={**_details(view, parsed, judgements), "where": [f.to_json() for f in where]},
+        details={**_details(view, [*parsed, *skipped], [*judgements, *skips[:len(skipped)]]),
+                 "where": [f.to_json() for f in where]},
     )
+
+
+def _skipped(budget: Budget) -> Judgement:
+    return Judgement("pass", "skipped", f"{budget.metric}: skipped: this cache publishes no "
+                                        f"{budget.metric!r} (budget {budget.text!r}).")
 
 
 def _metrics(view: RunView) -> dict[str, Metric]:

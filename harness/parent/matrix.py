@@ -167,7 +167,7 @@ def run_matrix(
         futures = [pool.submit(run_cell, cell, options, observer, cancel) for cell in cells]
         try:
             return [f.result() for f in futures]
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, UsageError):  # a refused cell: every cell would be
             cancel.set()
             for f in futures:
                 f.cancel()

@@ -3,7 +3,9 @@
 The library face of the engine: the CLI, ``check`` and pytest call this, never
 argparse. The parent starts the worker in its own session, watches it
 (``harness.supervisor``), kills its whole process group whatever happened, then
-loads the samples, analyses them and writes ``summary.json``.
+loads the samples, analyses them and writes ``summary.json``. A run the worker
+refused before its workload started (see ``harness.worker.main``) is no run: its
+files are removed and the sentence is raised as a UsageError.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from harness.analysis.summary import Analysis, summarize
 from harness.config import RunConfig, reproduce_command
 from harness.control import PARENT_ENV
 from harness.errors import UsageError
-from harness.parent.supervisor import Ending, Snapshot, Supervisor
+from harness.parent.supervisor import REFUSED, Ending, Snapshot, Supervisor
 from harness.parent.watchdog import ProcessTree, default_ceiling
 from harness.runfiles.names import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
+    REFUSED_FILE,
     SAMPLES_FILE,
     STACKS_FILE,
     STOP_FILE,
@@ -73,6 +76,9 @@ def run(
     finally:
         tree.kill_all()  # peers included, whatever happened above
         process.wait()
+    if ending.status == REFUSED:
+        forget_run(config.path)
+        raise UsageError(ending.reasons[0])
     return conclude(config, ending)
 
 
@@ -87,6 +93,12 @@ def prepare_rundir(config: RunConfig) -> None:
         (rundir / HEARTBEAT_FILE).touch()  # the heartbeat clock starts at spawn
     except OSError as exc:
         raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") from None
+
+
+def forget_run(rundir: Path) -> None:
+    """Undo a refused run's files, so the same folder takes the corrected command."""
+    for name in (SAMPLES_FILE, CONFIG_FILE, HEARTBEAT_FILE, STOP_FILE, STACKS_FILE, REFUSED_FILE):
+        (rundir / name).unlink(missing_ok=True)
 
 
 def spawn_worker(config: RunConfig) -> subprocess.Popen[bytes]:
@@ -148,6 +160,7 @@ def analyse(
         return summarize(
             data, config.budgets, config.warmup_s,
             outcome=process, outcome_reason=ending.reasons[0] if process else None,
+            skippable=config.skippable_budgets,
         )
     except Exception as exc:  # verdict "error" with the sentence beats a traceback
         reasons.append(f"the analysis failed: {exc}")

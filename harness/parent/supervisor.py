@@ -19,8 +19,16 @@ from harness.control import request_stop
 from harness.errors import UsageError
 from harness.parent.tail import SampleTail
 from harness.parent.watchdog import Breach, ProcessTree, Watchdog
-from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
+from harness.runfiles.names import (
+    REFUSED_FILE,
+    SAMPLES_FILE,
+    STACKS_FILE,
+    TRACEBACK_FILE,
+    WORKER_LOG,
+)
 from harness.runfiles.rundata import RunData
+
+REFUSED = "refused"  # an Ending status, never a verdict: the runner raises UsageError
 
 POLL_S = 0.1
 FOLLOW_S = 0.5  # progress line refresh
@@ -43,7 +51,8 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Ending:
-    """How the worker ended: finished, stopped, interrupted, crashed, hung, ceiling, error."""
+    """How the worker ended: finished, stopped, interrupted, crashed, hung, ceiling,
+    error, or refused (before the workload ran; the runner raises a UsageError)."""
 
     status: str
     reasons: list[str]
@@ -185,6 +194,8 @@ class Supervisor:
         wall = self.watchdog.elapsed()
         if code == 0:
             return Ending(*self._clean_end(), code, wall)
+        if code == 2:
+            return Ending(REFUSED, [self._refusal()], code, wall)
         if code == 3:
             return Ending("error", [f"the harness failed inside the worker: {self._error()}"],
                           code, wall)
@@ -204,6 +215,12 @@ class Supervisor:
         if self.stop_reason == "early stop":
             return "stopped", [f"stopped early {at}: the early-stop condition held."]
         return "finished", []
+
+    def _refusal(self) -> str:
+        try:
+            return (self.config.path / REFUSED_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            return f"the worker refused the run without saying why: {self._log_tail()}"
 
     def _log_tail(self) -> str:
         """The worker log's last line: Python's own start-up errors end up there."""

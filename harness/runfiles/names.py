@@ -2,8 +2,8 @@
 
 A run folder holds what the parent hands the worker (``config.json``), what the
 worker streams (``samples.jsonl``), the control files both sides touch
-(``heartbeat``, ``stop``), what a failure leaves (``traceback.txt``,
-``stacks.txt``, ``worker.log``), the verdict (``summary.json``) and the report
+(``heartbeat``, ``stop``), what a refusal or a failure leaves (``refused.txt``,
+``traceback.txt``, ``stacks.txt``, ``worker.log``), the verdict (``summary.json``) and the report
 (``report.html`` with its plots, ``rss.png``, ``gc.png``, ``garbage.png`` and
 ``gauges.png``).
 """
@@ -16,6 +16,7 @@ HEARTBEAT_FILE = "heartbeat"
 STOP_FILE = "stop"
 STACKS_FILE = "stacks.txt"
 TRACEBACK_FILE = "traceback.txt"
+REFUSED_FILE = "refused.txt"
 WORKER_LOG = "worker.log"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from harness.errors import UsageError
-from harness.runfiles.rundata import MEMORY_SIGNALS, RunData, Series
+from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.samples import SCHEMA as SAMPLES_SCHEMA
 from harness.runfiles.samples import VERSION as SAMPLES_VERSION
+from harness.runfiles.signals import MEMORY_SIGNALS
 
 
 class RunDataBuilder:

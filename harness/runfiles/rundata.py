@@ -55,8 +55,6 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-# The fields of ``heap`` lines and their units (bytes, or a plain count).
-MEMORY_SIGNALS = {"heap": "B", "py_blocks": "", "cuda_allocated": "B", "cuda_reserved": "B"}
 
 
 @dataclass

@@ -6,7 +6,10 @@ or the op count, streaming every sample to ``samples.jsonl``. It prints nothing
 the parent reads; its stdout and stderr go to ``worker.log`` for people.
 
 Exit codes: 0 finished (or stopped on request), 1 the scenario raised
-(traceback in ``traceback.txt`` and a ``crash`` event), 3 the harness failed.
+(traceback in ``traceback.txt`` and a ``crash`` event), 2 the run was refused
+before the workload started (a target that cannot be loaded, a budget on a
+metric this run cannot publish; the sentence is in ``refused.txt``), 3 the
+harness failed.
 """
 
 from __future__ import annotations
@@ -23,18 +26,23 @@ from typing import Any, TextIO
 
 import psutil
 
-from harness.api import RunContext, Workload
+from harness.api import Gauge, RunContext, Workload, load_callable
 from harness.config import RunConfig
 from harness.control import Heartbeat, StopRequest, die_with_parent
 from harness.registry import load_scenario
-from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
+from harness.runfiles.names import REFUSED_FILE, SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.runfiles.samples import SampleWriter, header
+from harness.runfiles.signals import JUDGED_SIGNALS
 from harness.worker.gcmode import apply_gc_mode
 from harness.worker.loop import Limits, ScenarioFailure, drive
 from harness.worker.samplers import Sampler, build_samplers
 from harness.worker.samplers.base import forced_collection
 
-EXIT_OK, EXIT_CRASHED, EXIT_HARNESS = 0, 1, 3
+EXIT_OK, EXIT_CRASHED, EXIT_REFUSED, EXIT_HARNESS = 0, 1, 2, 3
+
+
+class Refusal(Exception):
+    """The run cannot give a meaningful verdict; said before the workload runs."""
 
 
 class Worker:
@@ -50,9 +58,18 @@ class Worker:
         return time.monotonic() - self.t0
 
     def run(self) -> int:
-        workload = self.build()
         try:
-            self.start_samplers(workload)
+            workload = self.build()
+        except Refusal as refusal:
+            return refuse(self.config.path, refusal)
+        try:
+            gauges = self.gauges(workload)
+            unknown_budgets(self.config, gauges)
+        except Refusal as refusal:
+            self.close(workload)
+            return refuse(self.config.path, refusal)
+        try:
+            self.start_samplers(gauges)
             result = drive(workload, self.samplers, self.limits(), self.writer, self.beat)
         except ScenarioFailure as failure:
             # Record first: the final windows and close() below may fail too.
@@ -71,6 +88,8 @@ class Worker:
 
     def build(self) -> Workload:
         began = time.monotonic()
+        if self.config.target is not None:
+            check_target(self.config.target)
         try:
             scenario = load_scenario(self.config.scenario)
             context = RunContext(
@@ -87,11 +106,13 @@ class Worker:
         self.writer.event("start", 0.0, build_s=round(self.t0 - began, 3), rss=rss)
         return workload
 
-    def start_samplers(self, workload: Workload) -> None:
+    def gauges(self, workload: Workload) -> dict[str, Gauge]:
         try:
-            gauges = dict(workload.gauges())
+            return dict(workload.gauges())
         except Exception as exc:
             raise ScenarioFailure("gauges") from exc
+
+    def start_samplers(self, gauges: dict[str, Gauge]) -> None:
         for sampler in build_samplers(self.config, gauges):
             reason = sampler.unavailable()
             if reason is not None:
@@ -121,6 +142,37 @@ class Worker:
             workload.close()
         except Exception as exc:
             raise ScenarioFailure("close") from exc
+
+
+def check_target(spec: str) -> None:
+    """Refuse a target that cannot be imported, before the scenario builds on it."""
+    try:
+        load_callable(spec)
+    except Exception as exc:  # whatever the import raised: the user's module, the user's words
+        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise Refusal(f"the target {spec!r} cannot be loaded ({why}).") from None
+
+
+def unknown_budgets(config: RunConfig, gauges: dict[str, Gauge]) -> None:
+    """Refuse a budget on a metric this run will never record.
+
+    The scenario's own budgets on a user's target (``config.skippable_budgets``)
+    are exempt: a cache need not publish the reference cache's gauges, and the
+    analysis says which it skipped.
+    """
+    known = {*JUDGED_SIGNALS, *gauges}
+    for text in config.budgets:
+        metric = text.partition(":")[0].strip()
+        if metric not in known and text not in config.skippable_budgets:
+            raise Refusal(
+                f"budget {text!r}: this run publishes no metric {metric!r}; "
+                f"known: {', '.join(sorted(known))}."
+            )
+
+
+def refuse(rundir: Path, refusal: Refusal) -> int:
+    (rundir / REFUSED_FILE).write_text(f"{refusal}\n", encoding="utf-8")
+    return EXIT_REFUSED
 
 
 def record_failure(rundir: Path, writer: SampleWriter | None, exc: BaseException, t: float) -> int:

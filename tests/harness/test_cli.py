@@ -87,6 +87,19 @@ def test_corrupt_samples_in_the_output_folder_is_not_overwritten(
 
 
 @pytest.mark.integration
+def test_a_budget_on_an_unknown_metric_is_exit_2_and_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", spec("HEALTHY"), "--duration", "60s", "--budget", "hepa: 1 MB/h",
+                 "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("leak-harness: budget 'hepa: 1 MB/h': this run publishes no metric "
+                          "'hepa'; known: ")
+    assert "Traceback" not in err and not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.integration
 def test_run_prints_verdict_reasons_and_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -108,6 +121,7 @@ def test_reproduce_command_parses_back_to_the_same_config(tmp_path: Path) -> Non
         warmup_s=1.5, seed=7, gc_mode="server", timeout_s=300.0, heartbeat_s=12.0,
         rss_ceiling=2_000_000_000, target="tests.harness.fixtures.scenarios:Healthy",
         budgets=("rss: 50 MB/h", "kept: <= 4"),
+        skippable_budgets=("rss: 50 MB/h",),  # LEAKY's own, on a target
     )
     argv = [*shlex.split(reproduce_command(config))[1:], "--out", str(tmp_path)]
     _, parsed = config_from_args(build_parser().parse_args(argv))

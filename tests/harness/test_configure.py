@@ -45,6 +45,14 @@ def test_defaults_come_from_the_scenario(tmp_path: Path) -> None:
     assert scenario_config(BUDGETED, tmp_path, max_ops=10).duration_s is None
 
 
+def test_only_declared_budgets_on_a_users_target_may_be_skipped(tmp_path: Path) -> None:
+    own = scenario_config(BUDGETED, tmp_path, target="mine:make", budgets=["kept: <= 9"])
+    assert "kept: <= 9" in own.budgets and "kept: <= 9" not in own.skippable_budgets
+    assert set(own.skippable_budgets) == set(BUDGETED.budgets) - {"kept: <= 100"}
+    # The reference cache publishes every gauge its scenarios budget: nothing to skip.
+    assert scenario_config(BUDGETED, tmp_path).skippable_budgets == ()
+
+
 @pytest.mark.integration
 def test_cli_check_and_pytest_judge_the_same_budgets(
     no_leftovers: Path, request: pytest.FixtureRequest

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from harness.config import RunConfig, SamplerIntervals
+from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.runfiles.reader import load_samples
@@ -218,3 +219,34 @@ def test_a_worker_that_cannot_read_its_config_says_why(tmp_path: Path) -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 3  # the harness's failure, not the scenario's
     assert "unknown run config field 'colour'" in (tmp_path / TRACEBACK_FILE).read_text()
+
+
+def test_a_budget_on_a_metric_the_run_never_records_is_refused_before_the_workload(
+    no_leftovers: Path,
+) -> None:
+    began = time.monotonic()
+    with pytest.raises(UsageError, match=r"publishes no metric 'rign'; known: .*ring"):
+        run_fixture(no_leftovers, "HEALTHY", duration_s=60.0, budgets=("rign: <= 256",))
+    assert time.monotonic() - began < 30  # refused at start, not after the 60 s run
+    assert not (no_leftovers / SAMPLES_FILE).exists()  # no half run left behind
+    # The corrected command takes the same folder.
+    assert run_fixture(no_leftovers, "HEALTHY", budgets=("ring: <= 256",)).verdict == "pass"
+
+
+def test_a_target_that_cannot_be_imported_is_refused(no_leftovers: Path) -> None:
+    with pytest.raises(UsageError, match=r"target 'no_such_module:make' cannot be loaded "
+                                         r"\(ModuleNotFoundError"):
+        run_fixture(no_leftovers, "HEALTHY", target="no_such_module:make")
+
+
+def test_declared_budgets_a_users_target_does_not_publish_are_skipped_with_a_reason(
+    no_leftovers: Path,
+) -> None:
+    outcome = run_fixture(
+        no_leftovers, "HEALTHY", target=spec("wait_forever"),
+        budgets=("rss: 2 GB/h", "detached_alive_nodes: <= 0"),
+        skippable_budgets=("detached_alive_nodes: <= 0",),
+    )
+    assert outcome.verdict == "pass", outcome.reasons
+    assert ("detached_alive_nodes: skipped: this cache publishes no 'detached_alive_nodes' "
+            "(budget 'detached_alive_nodes: <= 0').") in outcome.reasons
