@@ -19,6 +19,7 @@ from harness.analysis import garbage as gb
 from harness.analysis.basis import BASIS_WORDS
 from harness.analysis.budgets import Budget
 from harness.analysis.calibration import ANY_SCENARIO, Calibration, load_calibration
+from harness.analysis.filling import FILL_GAUGE, still_filling
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import Level, level
@@ -147,7 +148,17 @@ class RunView:
         label = f"{name} {BASIS_WORDS[trend.basis]}"
         allowed = self.allowance(name, slope.span_s)
         judged = judge_rate(label, slope.per_h, slope.ci, budget, allowed)
+        if judged.status == "leak" and name in CALIBRATED:
+            judged = self._unless_filling(judged, end_s)
         return judged, judged_name(name, trend)
+
+    def _unless_filling(self, judged: Judgement, end_s: float) -> Judgement:
+        """A cache still filling makes memory growth ``suspicious`` (harness.analysis.filling)."""
+        note = still_filling(self.series.get(FILL_GAUGE), self.start_s, min(end_s, self.end_s))
+        if note is None:
+            return judged
+        reason = f"{judged.reason.rstrip('.')}, but {note}."
+        return Judgement("suspicious", f"{judged.rule}-filling", reason)
 
     def allowance(self, name: str, span_s: float) -> Allowance | None:
         """The calibrated healthy growth of ``name`` over ``span_s`` (None for gauges)."""

@@ -77,6 +77,10 @@ class CacheWorkload:
             "dropped": lambda: s.dropped,
             "rejected": lambda: s.rejected,
             "locked_while_idle": lambda: s.idle_check.locked,
+            # How full the cache is; while it climbs, growth bounded by capacity
+            # cannot be told from a leak (harness.analysis.filling).
+            "cached_tokens": lambda: self.cache.full_evictable_size()
+            + self.cache.full_protected_size(),
         }
         if s.idle_check.has_books:
             gauges["idle_pool_mismatch"] = lambda: s.idle_check.mismatch

@@ -170,3 +170,26 @@ def test_an_empty_run_is_summarised_without_crashing() -> None:
     crashed = summarize(run_data(), ["rss: 50 MB/h"], outcome="crashed")
     assert crashed.verdict == "crashed"
     assert "rss: the run recorded no samples of it." in crashed.reasons
+
+
+def filling_cache_run(fills_for_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """RSS climbing 500 MB/h for an hour while cached tokens rise for ``fills_for_s``."""
+    t, rss = leaking_run()
+    cached = 4000.0 + 100.0 * np.minimum(t, fills_for_s)
+    return t, rss, cached
+
+
+def test_growth_while_the_cache_still_fills_is_suspicious_and_says_why() -> None:
+    t, rss, cached = filling_cache_run(fills_for_s=HOUR)
+    analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
+                         ["rss: 50 MB/h"])
+    assert analysis.verdict == "suspicious"
+    assert "but the cache is still filling: cached tokens rose from" in analysis.reasons[0]
+    assert "run until cached_tokens levels off" in analysis.reasons[0]
+
+
+def test_growth_after_the_cache_is_full_is_a_leak() -> None:
+    t, rss, cached = filling_cache_run(fills_for_s=HOUR / 4)  # full well before the last third
+    analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
+                         ["rss: 50 MB/h"])
+    assert analysis.verdict == "leak", analysis.reasons
