@@ -330,8 +330,10 @@ def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:
 
 
 # ---------------------------------------------------------------------- main
-def plan(seeds: int, durations: Sequence[float], full: bool, select: str | None) -> list[Job]:
+def plan(seeds: int, durations: Sequence[float], full: bool, select: str | None,
+         non_leaks: bool = False) -> list[Job]:
     chosen = [t for t in ZOO if not select or any(k in t.name for k in select.split(","))]
+    chosen = [t for t in chosen if not (non_leaks and t.leaks)]
     jobs = [Job(t, d, s) for s in range(seeds) for d in durations for t in chosen]
     if full:
         jobs += [Job(t, RESOLUTION_LONG_S, 0) for t in chosen if t.name == "fixed"]
@@ -350,10 +352,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durations", default=",".join(f"{d:g}" for d in DURATIONS),
                         help="seconds per run; byte leaks run at 200 MB/h at 20 s, 50 MB/h at "
                              "60 s, their default rate otherwise")
+    parser.add_argument("--non-leaks", action="store_true",
+                        help="only the targets that do not leak (false alarms over many seeds)")
+    parser.add_argument("--section", default="",
+                        help="record under 'Sensitivity: SECTION' instead of the main section")
     args = parser.parse_args(argv)
     durations = [float(d) for d in args.durations.split(",") if d]
-    jobs = plan(args.seeds, durations, full, args.select)
-    rec = Record("sensitivity", "Sensitivity", {
+    jobs = plan(args.seeds, durations, full, args.select, args.non_leaks)
+    key = "sensitivity" + (f"-{args.section.replace(' ', '-')}" if args.section else "")
+    title = "Sensitivity" + (f": {args.section}" if args.section else "")
+    rec = Record(key, title, {
         "seeds": args.seeds, "durations_s": " ".join(f"{d:g}" for d in durations),
         "jobs": args.jobs, "targets": len({j.target.name for j in jobs}), "full": full,
         "select": args.select or "all"})
