@@ -35,6 +35,7 @@ MIN_SHARE = 0.1  # a Python site below this share of the sites' growth is not na
 TOP_SITES = 3
 TOP_OWNERS = 3  # most-grown types whose owners are named
 MIN_AGREE = 2  # a second path is named when this many sampled objects share it
+MIN_PINNED_BYTES = 256 << 10  # storage bytes views keep beyond their own: less is no story
 NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is called native
 # The harness's own scenario driver: its synthetic traffic (conversation histories)
 # and scheduler keep filling towards their bounds for minutes in every run, fixed
@@ -132,12 +133,24 @@ def growing_sites(windows: Sequence[Mapping[str, Any]]) -> list[Site]:
 def site_finding(site: Site) -> Finding:
     rate = format_rate(site.per_h, "B/h")
     per_kop = f", {format_rate(site.per_kop, 'B/kop')}" if site.per_kop is not None else ""
+    caller = site_caller(site)
+    called = f" (called from {caller})" if caller else ""
     text = (
-        f"{site.site} keeps what it allocates: +{rate}{per_kop} retained, in "
+        f"{site.site}{called} keeps what it allocates: +{rate}{per_kop} retained, in "
         f"{site.windows} of {site.of} allocation windows (tracemalloc)"
     )
     return Finding("python", "tracemalloc", text, site=site.site, stack=site.stack,
                    per_h=site.per_h, unit="B")
+
+
+def site_caller(site: Site) -> str | None:
+    """The first frame out of the site's file: a helper's caller is often the owner."""
+    filename = site.site.rpartition(":")[0]
+    after = list(site.stack)[1:] if site.stack and site.stack[0] == site.site else []
+    for frame in after:
+        if frame.rpartition(":")[0] != filename:
+            return frame
+    return None
 
 
 def native_finding(
@@ -199,7 +212,9 @@ def tensor_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
     found = []
     for record in owners[-1:]:
         oversized = (record.get("tensors") or {}).get("oversized") or {}
-        if not oversized.get("storages"):
+        pinned = float(oversized.get("storage_bytes") or 0) - float(
+            oversized.get("view_bytes") or 0)
+        if not oversized.get("storages") or pinned < MIN_PINNED_BYTES:
             continue
         example = dict(oversized.get("example") or {})
         if example.get("path"):

@@ -31,6 +31,7 @@ from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.signals import MEMORY_SIGNALS
 
 GARBAGE = "cyclic_garbage"
+FILLING_RULE = "-filling"  # suffix of a leak rule downgraded while the cache fills
 # Signals a healthy cache grows by itself, judged on their excess (calibration).
 CALIBRATED = ("rss", "uss", "heap", "py_blocks")
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
@@ -158,7 +159,7 @@ class RunView:
         if note is None:
             return judged
         reason = f"{judged.reason.rstrip('.')}, but {note}."
-        return Judgement("suspicious", f"{judged.rule}-filling", reason)
+        return Judgement("suspicious", f"{judged.rule}{FILLING_RULE}", reason)
 
     def allowance(self, name: str, span_s: float) -> Allowance | None:
         """The calibrated healthy growth of ``name`` over ``span_s`` (None for gauges)."""

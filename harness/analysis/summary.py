@@ -24,6 +24,7 @@ from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
 from harness.analysis.runview import (
     CALIBRATED,
+    FILLING_RULE,
     GARBAGE,
     RunView,
     describe_resolution,
@@ -112,7 +113,12 @@ def summarize(
     shapes = describe_shapes(view, _judged_series(parsed))
     reasons += shapes + describe_resolution(view)
     where = where_it_grows(run, parsed, judgements, _judged_rates(view, parsed))
-    if not where and verdict == "pass":
+    filling = [j for j in judgements if j.rule.endswith(FILLING_RULE)]
+    if filling and verdict == "suspicious" and all(
+            j in filling for j in judgements if j.status == "suspicious"):
+        note = filling[0].reason.partition(", but ")[2].rstrip(".")
+        where = [Finding("none", "-", f"nothing is blamed: {note}")]
+    elif not where and verdict == "pass":
         why = "; ".join(s.rstrip(".") for s in shapes if "plateau" in s or "sawtooth" in s)
         where = [Finding("none", "-", "nothing grows beyond its budget" + (f": {why}" if why
                                                                             else ""))]

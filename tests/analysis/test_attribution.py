@@ -58,7 +58,8 @@ def test_a_heap_leak_names_its_site_and_a_pass_names_nothing() -> None:
     leak = summarize(heap_run(200 * MB, LEAK_THEN_FILL), budgets, calibration=NONE)
     where = [w["text"] for w in leak.details["where"]]
     assert leak.verdict == "leak"
-    assert where[0].startswith("cache.py:40 keeps what it allocates: +198 MB/h")
+    assert where[0].startswith(
+        "cache.py:40 (called from caller.py:3) keeps what it allocates: +198 MB/h")
     assert not any("memo.py" in w for w in where)
     healthy = summarize(heap_run(0.0, LEAK_THEN_FILL), budgets, calibration=NONE)
     assert healthy.verdict == "pass"
@@ -110,3 +111,12 @@ def test_the_scenario_driver_is_never_named_and_paths_start_at_the_workload() ->
                            [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
     assert "list (+9, 8 of 8 sampled) is held by workload -> CacheWorkload.cache -> " \
            "Cache.kept -> list" in [f.text for f in found]
+
+
+def test_a_site_names_the_first_caller_outside_its_file() -> None:
+    from harness.analysis.attribution import Site, site_caller
+
+    helper = Site("util.py:9", ("util.py:9", "util.py:20", "cache.py:40", "loop.py:1"),
+                  1e6, None, 2, 2)
+    assert site_caller(helper) == "cache.py:40"
+    assert site_caller(Site("cache.py:40", ("cache.py:40",), 1e6, None, 2, 2)) is None
