@@ -34,6 +34,11 @@ class Workload(Protocol):
         """Release everything the workload started (peer ranks, threads)."""
         ...
 
+    # Optional: ``notes() -> Mapping[str, Any]``, facts for "Where it grows" that
+    # are not numbers, read once when the loop ends (JSON values). The scenarios'
+    # workloads give ``unreleased_locks``: ``nodes`` still locked at the last idle
+    # moment and the ``sites`` (``site``, ``nodes``) that locked them.
+
 
 @dataclass(frozen=True)
 class RunContext:

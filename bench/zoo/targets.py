@@ -66,7 +66,7 @@ ZOO: tuple[ZooTarget, ...] = (
     ZooTarget("evicted_cycles", "cycles of evicted nodes", "evict", True, 500 * MB,
               culprit=("EvictRecord",)),
     ZooTarget("lock_leak", "lock leak", "dec_lock_ref", True, 120_000, unit="tok",
-              culprit=("locked_while_idle",)),
+              culprit=("nodes stay locked",)),
     ZooTarget("idle_leak", "idle-only leak", "check_hicache_events", True, 200 * MB,
               load={"pattern": "idle-gaps"},
               culprit=("audits", "state_leaks.py")),

@@ -97,9 +97,28 @@ def where_it_grows(
         found += tensor_findings(run.owners) + owner_findings(run.owners)
     if "cyclic_garbage" in failing or bytes_failing:
         found += cycle_findings(run.garbage_windows)
+    if "locked_while_idle" in failing:
+        found += lock_findings(run.notes)
     for budget, judgement in zip(budgets, judgements, strict=True):
         if judgement.status in FAILING and budget.kind == "level":
             found.append(Finding("level", budget.metric, judgement.reason))
+    return found
+
+
+def lock_findings(notes: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """The locks still held with no request running, and where they were taken."""
+    found = []
+    for record in notes[-1:]:
+        locks = record.get("unreleased_locks") or {}
+        sites = locks.get("sites") or []
+        if not locks.get("nodes") or not sites:
+            continue
+        where = ", ".join(f"{s['site']} ({s['nodes']} of them)" for s in sites)
+        text = (
+            f"{locks['nodes']} nodes stay locked with no request running (locked, never "
+            f"unlocked: a missing dec_lock_ref); they were locked at {where}"
+        )
+        found.append(Finding("locks", "locked_while_idle", text, site=str(sites[0]["site"])))
     return found
 
 

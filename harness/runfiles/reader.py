@@ -63,6 +63,7 @@ class RunDataBuilder:
             "objects": self.data.object_windows,
             "alloc": self.data.alloc_windows,
             "owners": self.data.owners,
+            "notes": self.data.notes,
             "event": self.data.events,
         }
         if kind in lists:

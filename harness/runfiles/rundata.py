@@ -36,6 +36,8 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                owner paths), ``untracked_counted``, ``gave_up`` (the time budget cut
                the search), ``seconds``, ``search_seconds``, and ``error`` if it
                failed (full schema: ``harness.worker.samplers.owners``)
+- ``notes``:   once, at ``loop_end``: the workload's own facts (``harness.api``),
+               e.g. ``unreleased_locks`` (``nodes``, ``sites`` of ``site``, ``nodes``)
 - ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
                ``crash``, ``end``, ``attribution`` with ``phase`` start/end and
                ``window``, ``signal_unavailable``, ...) and event-specific fields
@@ -88,6 +90,7 @@ class RunData:
     object_windows: list[dict[str, Any]] = field(default_factory=list)
     alloc_windows: list[dict[str, Any]] = field(default_factory=list)
     owners: list[dict[str, Any]] = field(default_factory=list)  # one line per run, at the end
+    notes: list[dict[str, Any]] = field(default_factory=list)  # the workload's, at loop end
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -81,6 +81,7 @@ class Worker:
         # The workload stops here; what follows (final windows, the trim probe)
         # moves RSS for the harness's reasons, so analysis can cut at this event.
         self.writer.event("loop_end", self.clock(), ops=result.ops, reason=result.reason)
+        self.write_notes(workload)
         self.stop_samplers()
         self.writer.event("end", self.clock(), ops=result.ops, reason=result.reason)
         self.close(workload)
@@ -121,6 +122,18 @@ class Worker:
                 continue
             sampler.start(self.writer, self.clock)
             self.samplers.append(sampler)
+
+    def write_notes(self, workload: Workload) -> None:
+        """The workload's own facts for attribution (optional ``notes()``, see harness.api)."""
+        notes = getattr(workload, "notes", None)
+        if not callable(notes):
+            return
+        try:
+            found = dict(notes())
+        except Exception as exc:  # a helper's failure must not cost the run
+            found = {"error": f"{type(exc).__name__}: {exc}"}
+        if found:
+            self.writer.write({"type": "notes", "t": round(self.clock(), 4), **found})
 
     def limits(self) -> Limits:
         c = self.config

@@ -87,6 +87,11 @@ class CacheWorkload:
             gauges["idle_checks"] = lambda: s.idle_check.checks
         return gauges
 
+    def notes(self) -> dict[str, Any]:
+        """Facts for "Where it grows" that are not numbers: the locks held at idle."""
+        unreleased = self.scheduler.idle_check.unreleased
+        return {"unreleased_locks": unreleased} if unreleased else {}
+
     def close(self) -> None:
         """Finish what runs, then SGLang's idle check: with no request running,
         tree, lists and pools must agree exactly."""

@@ -11,8 +11,10 @@ and kept until the next one: a level gauge that a ``<= 0`` budget judges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from scenarios.workloads.locks import LockLedger
 from scenarios.workloads.protocol import PrefixCache
 
 
@@ -24,13 +26,23 @@ class IdleCheck:
     checks: int = 0  # idle moments at which the books were read
     mismatch: int = 0  # slots the books were off by, summed over pools (absolute)
     locked: int = 0  # KV tokens locked, not counting those copies in flight hold
+    ledger: LockLedger | None = None  # where the locks were taken (a lock leak's cause)
+    # With locks held at idle: the nodes still locked and their lock sites.
+    unreleased: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def for_cache(cls, cache: PrefixCache) -> IdleCheck:
-        return cls(has_books=callable(getattr(cache, "pool_accounting", None)))
+        ledger = LockLedger(cache)
+        return cls(has_books=callable(getattr(cache, "pool_accounting", None)),
+                   ledger=ledger if ledger.active else None)
 
     def run(self, cache: PrefixCache) -> None:
         """Read the books now; the caller makes sure no request is running."""
+        self._read_books(cache)
+        if self.ledger is not None:
+            self.unreleased = self.ledger.still_locked() if self.locked > 0 else {}
+
+    def _read_books(self, cache: PrefixCache) -> None:
         if not self.has_books:
             self.locked = cache.full_protected_size()
             return

@@ -120,3 +120,16 @@ def test_a_site_names_the_first_caller_outside_its_file() -> None:
                   1e6, None, 2, 2)
     assert site_caller(helper) == "cache.py:40"
     assert site_caller(Site("cache.py:40", ("cache.py:40",), 1e6, None, 2, 2)) is None
+
+
+def test_a_lock_leak_names_the_sites_that_locked_the_nodes_still_locked_at_idle() -> None:
+    from harness.analysis.attribution import lock_findings
+
+    notes = [{"type": "notes", "t": 20.0, "unreleased_locks": {"nodes": 8, "sites": [
+        {"site": "refcache/radix.py:93 (alloc_request)", "nodes": 7},
+        {"site": "refcache/radix.py:129 (cache_unfinished_req)", "nodes": 1}]}}]
+    [finding] = lock_findings(notes)
+    assert finding.text.startswith("8 nodes stay locked with no request running")
+    assert "locked at refcache/radix.py:93 (alloc_request) (7 of them)" in finding.text
+    assert finding.site == "refcache/radix.py:93 (alloc_request)"
+    assert lock_findings([{"unreleased_locks": {}}]) == []

@@ -91,6 +91,32 @@ def test_a_skipped_unlock_shows_as_locked_while_idle_and_the_queue_stays_bounded
     assert cache.skipped > 0 and s.idle_check.locked > 0
     assert longest <= 10 and s.rejected > 0
     assert s.alloc_failures > 0  # the locked paths fill the pool: admission starts failing
+    # The cause: nodes still locked at idle, and the call sites that locked them.
+    unreleased = s.idle_check.unreleased
+    assert 0 < unreleased["nodes"] <= cache.skipped
+    assert unreleased["sites"][0]["site"].startswith("refcache/radix.py:")
+    assert "(alloc_request)" in " ".join(site["site"] for site in unreleased["sites"])
+
+
+def test_the_lock_ledger_forgets_released_nodes_and_keeps_none_alive() -> None:
+    import gc
+    import weakref
+
+    cache = CACHES["radix"]()
+    s = scheduler(cache)
+    for _ in range(400):
+        s.step()
+    assert s.idle_check.ledger is not None and s.idle_check.unreleased == {}
+    held = s.idle_check.ledger.still_locked()
+    assert held["nodes"] <= len(s.running) * 2  # only what running requests lock
+    probe = type("Node", (), {"lock_ref": 1})()  # a node left locked
+    s.idle_check.ledger._locked(probe)  # what the wrapper records after inc_lock_ref
+    assert s.idle_check.ledger.still_locked()["nodes"] == held["nodes"] + 1
+    ref = weakref.ref(probe)
+    del probe
+    gc.collect()
+    assert ref() is None  # the ledger remembers it without keeping it alive
+    cache.close()
 
 
 def test_slots_lost_at_idle_show_as_the_mismatch() -> None:
