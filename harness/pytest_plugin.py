@@ -32,7 +32,7 @@ from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.registry import load_scenario
 from harness.runfiles.names import REPORT_FILE
-from harness.verdicts import FAILING
+from harness.verdicts import FAILING, INTERRUPTED
 
 MARKER_HELP = (
     "leak(scenario, budgets=(), inject=(), duration=None, seed=0, gc_mode=None, expect='pass'): "
@@ -94,6 +94,8 @@ class LeakRunner:
             shutil.rmtree(config.path)  # a re-run of the same test starts clean
         outcome = run(config)
         _write_report(outcome.rundir)
+        if outcome.verdict == INTERRUPTED:
+            raise KeyboardInterrupt  # the run was analysed; the session stops as asked
         return outcome
 
 

@@ -2,7 +2,9 @@
 
 A run ends with exactly one verdict. Some come from the analysis of the
 samples (``pass``, ``suspicious``, ``leak``, ``error``), the others from what
-happened to the worker process (it crashed, hung or hit the RSS ceiling).
+happened to the worker process (it crashed, hung or hit the RSS ceiling) or to
+the run (``interrupted``: Ctrl-C or SIGTERM cut it short; the partial samples
+are analysed and the reasons say what they showed, but such a run never passes).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 PASS, SUSPICIOUS, LEAK, ERROR = "pass", "suspicious", "leak", "error"
 # From the process: the supervisor decides these, the analysis never overrides them.
 CRASHED, HUNG, CEILING = "crashed", "hung", "ceiling"
+INTERRUPTED = "interrupted"
 
-VERDICTS = (PASS, LEAK, SUSPICIOUS, CRASHED, HUNG, CEILING, ERROR)
+VERDICTS = (PASS, LEAK, SUSPICIOUS, CRASHED, HUNG, CEILING, INTERRUPTED, ERROR)
 PROCESS_VERDICTS = (CRASHED, HUNG, CEILING)
 # Process endings that decide the verdict on their own: a process verdict, or
 # ``error`` when the harness itself failed in the worker. The other endings
@@ -21,7 +24,8 @@ ENDING_VERDICTS = (*PROCESS_VERDICTS, ERROR)
 # Exit code 0 from `run`: suspicious says "run longer", not "broken".
 PASSING = (PASS, SUSPICIOUS)
 # What counts as catching an injected regression: a confirmed failure of the code
-# under test. ``error`` is the harness failing to judge, so it never counts.
+# under test. ``error`` (the harness failed to judge) and ``interrupted`` never count;
+# like every verdict outside PASSING they fail a build.
 FAILING = (LEAK, CRASHED, HUNG, CEILING)
 
 

@@ -11,27 +11,45 @@ from types import FrameType
 from typing import Protocol
 
 
+class Signals:
+    """Which signal stopped the command, for its exit code (128 + the signal number)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def exit_code(self, verdict_code: int) -> int:
+        """A stopped command exits 130 (SIGINT) or 143 (SIGTERM), whatever it found."""
+        return 128 + self.signum if self.signum is not None else verdict_code
+
+
 @contextmanager
-def interrupts(cancel: threading.Event | None = None) -> Iterator[None]:
+def interrupts(
+    cancel: threading.Event | None = None, raise_interrupt: bool = True
+) -> Iterator[Signals]:
     """Ctrl-C and SIGTERM (a CI job's timeout) take the same path: stop, analyse, report.
 
-    Each signal raises KeyboardInterrupt, and also sets ``cancel``, which the
-    supervisor checks every tick: an exception raised while the interpreter
-    runs a finaliser or a callback is printed and dropped ("Exception
-    ignored in ..."), and a Ctrl-C must not be lost that way.
+    Each signal sets ``cancel``, which the supervisor checks every tick, and
+    by default raises KeyboardInterrupt too: an exception raised while the
+    interpreter runs a finaliser or a callback is printed and dropped
+    ("Exception ignored in ..."), and a Ctrl-C must not be lost that way.
+    ``raise_interrupt=False`` only sets ``cancel``: for ``check``, whose main
+    thread waits on cells that each stop through ``cancel`` and still land.
     """
+    seen = Signals()
     if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set handlers; Ctrl-C does not reach others
+        yield seen  # only the main thread may set handlers; Ctrl-C does not reach others
         return
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        seen.signum = seen.signum or signum
         if cancel is not None:
             cancel.set()
-        raise KeyboardInterrupt
+        if raise_interrupt or cancel is None:
+            raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield seen
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

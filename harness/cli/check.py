@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from pathlib import Path
 
+from harness.cli.base import interrupts
 from harness.cli.check_view import make_view
 from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
@@ -54,7 +56,11 @@ class CheckCommand:
         options = CheckOptions(out=out, duration=args.duration, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target)
-        with make_view(cells) as view:
-            results = run_matrix(cells, options, view)
+        cancel = threading.Event()
+        with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view:
+            results = run_matrix(cells, options, view, cancel)
+        if len(results) < len(cells):
+            print(f"interrupted: {len(cells) - len(results)} of {len(cells)} cells were not "
+                  "started; the suite report covers the others.")
         history = None if args.no_history else Path(args.history)
-        return finish_suite([r.outcome.rundir for r in results], out, history)
+        return signals.exit_code(finish_suite([r.outcome.rundir for r in results], out, history))

@@ -51,7 +51,7 @@ class RunCommand:
         line.begin(config)
         cancel = threading.Event()
         try:
-            with interrupts(cancel):
+            with interrupts(cancel) as signals:
                 outcome = run(config, on_progress=line.update, cancel=cancel)
         finally:
             line.end()
@@ -64,7 +64,7 @@ class RunCommand:
             print("\n".join(f"  - {line}" for line in where))
         print(f"run folder: {outcome.rundir}")
         print(f"report: {write_report(outcome.rundir)}")
-        return exit_code(outcome.verdict)
+        return signals.exit_code(exit_code(outcome.verdict))
 
 
 def write_report(rundir: Path) -> Path:

@@ -74,12 +74,15 @@ class CheckOptions:
 def plan(
     scenarios: Sequence[Scenario], select: str | None = None, shard: str | None = None
 ) -> list[Cell]:
-    """The cells to run: ``select`` is a glob over ``scenario[cell]`` labels
-    (``-k 'mamba*'``), ``shard`` is ``I/N`` (1-based) for spreading over machines."""
+    """The cells to run: ``select`` is a substring of a ``scenario[cell]`` label or a
+    glob over them (``-k 'mamba*'``); a label copied from the output selects its
+    cell even though its brackets read as a glob character class. ``shard`` is
+    ``I/N`` (1-based) for spreading over machines."""
     cells = [Cell(s, inj) for s in scenarios for inj in (None, *s.regressions)]
     if select:
         pattern = select if any(c in select for c in "*?[") else f"*{select}*"
-        cells = [c for c in cells if fnmatch.fnmatchcase(c.label, pattern)]
+        cells = [c for c in cells
+                 if select in c.label or fnmatch.fnmatchcase(c.label, pattern)]
     if shard:
         index, count = parse_shard(shard)
         cells = cells[index - 1 :: count]
@@ -154,20 +157,27 @@ def run_cell(
 
 
 def run_matrix(
-    cells: Sequence[Cell], options: CheckOptions, observer: Observer | None = None
+    cells: Sequence[Cell], options: CheckOptions, observer: Observer | None = None,
+    cancel: Event | None = None,
 ) -> list[CellResult]:
     """Run every cell (``options.jobs`` workers at a time); results in plan order.
 
-    On Ctrl-C the running cells are asked to stop, still analysed, and the
-    interrupt is raised again once they have landed."""
-    cancel = Event()
+    Setting ``cancel`` (the check command's SIGINT/SIGTERM handler does) stops the
+    running cells, which are still analysed and land as ``interrupted``; cells
+    not started by then are left out. A refused cell (a UsageError: every cell
+    would be refused) stops the others and is raised."""
+    cancel = cancel or Event()
+
+    def unless_cancelled(cell: Cell) -> CellResult | None:
+        return None if cancel.is_set() else run_cell(cell, options, observer, cancel)
+
     if options.jobs <= 1:
-        return [run_cell(cell, options, observer, cancel) for cell in cells]
+        return [r for r in map(unless_cancelled, cells) if r is not None]
     with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        futures = [pool.submit(run_cell, cell, options, observer, cancel) for cell in cells]
+        futures = [pool.submit(unless_cancelled, cell) for cell in cells]
         try:
-            return [f.result() for f in futures]
-        except (KeyboardInterrupt, UsageError):  # a refused cell: every cell would be
+            return [r for r in (f.result() for f in futures) if r is not None]
+        except (KeyboardInterrupt, UsageError):
             cancel.set()
             for f in futures:
                 f.cancel()

@@ -37,7 +37,7 @@ from harness.runfiles.names import (
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, write_summary
-from harness.verdicts import ENDING_VERDICTS
+from harness.verdicts import ENDING_VERDICTS, INTERRUPTED
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,9 @@ def conclude(config: RunConfig, ending: Ending) -> RunOutcome:
         reasons += analysis.reasons[1:] if ending.status in ENDING_VERDICTS else analysis.reasons
     else:
         verdict = ending.status if ending.status in ENDING_VERDICTS else "error"
+    if ending.status == INTERRUPTED:  # cut short: never a pass, whatever the data showed
+        reasons.insert(1, f"the partial data showed: {verdict}.")
+        verdict = INTERRUPTED
     summary = Summary(
         scenario=config.scenario,
         injected=list(config.inject),

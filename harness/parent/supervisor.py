@@ -211,7 +211,8 @@ class Supervisor:
     def _clean_end(self) -> tuple[str, list[str]]:
         at = f"after {self.stop_since:.1f} s"
         if self.stop_reason == "interrupted":
-            return "interrupted", [f"interrupted by Ctrl-C {at}; the samples so far were analysed."]
+            return "interrupted", [f"interrupted (Ctrl-C or SIGTERM) {at}; the samples so far "
+                                   "were analysed."]
         if self.stop_reason == "early stop":
             return "stopped", [f"stopped early {at}: the early-stop condition held."]
         return "finished", []

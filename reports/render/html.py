@@ -18,6 +18,7 @@ VERDICT_COLOURS = {
     "crashed": "#82071e",
     "hung": "#8250df",
     "ceiling": "#bc4c00",
+    "interrupted": "#6e7781",
     "error": "#57606a",
 }
 

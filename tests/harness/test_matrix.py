@@ -27,6 +27,12 @@ def test_select_is_a_substring_or_a_glob() -> None:
     assert len(plan([TOGGLE, OTHER], "other*")) == 3
 
 
+def test_a_label_copied_from_the_output_selects_its_cell() -> None:
+    fixed, injected = plan([TOGGLE])
+    assert plan([TOGGLE], fixed.label) == [fixed]
+    assert plan([TOGGLE], injected.label) == [injected]
+
+
 def test_shards_cover_every_cell_once() -> None:
     cells = plan([TOGGLE, OTHER])
     shards = [plan([TOGGLE, OTHER], shard=f"{i}/3") for i in (1, 2, 3)]
@@ -60,9 +66,9 @@ def test_matrix_passes_fixed_catches_injected_and_stops_early(tmp_path: Path) ->
 def test_cell_correctness_rules() -> None:
     fixed, injected = plan([TOGGLE])
     assert fixed.correct("pass") and fixed.correct("suspicious")  # as run's exit code says
-    assert not any(fixed.correct(v) for v in ("leak", "crashed", "hung", "error"))
+    assert not any(fixed.correct(v) for v in ("leak", "crashed", "hung", "error", "interrupted"))
     assert all(injected.correct(v) for v in ("leak", "crashed", "hung", "ceiling"))
-    assert not any(injected.correct(v) for v in ("pass", "suspicious", "error"))
+    assert not any(injected.correct(v) for v in ("pass", "suspicious", "error", "interrupted"))
 
 
 ROOT_SPEC = "tests.harness.fixtures.scenarios"

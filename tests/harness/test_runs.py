@@ -140,7 +140,10 @@ def test_a_failing_stop_when_is_switched_off_and_noted(no_leftovers: Path) -> No
             in again.reasons)
 
 
-def test_ctrl_c_in_the_cli_still_analyses_partial_samples(no_leftovers: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_the_cli_ends_interrupted_with_the_partial_samples_analysed(
+    no_leftovers: Path, sig: signal.Signals, code: int
+) -> None:
     rundir = no_leftovers / "interrupted"
     with subprocess.Popen(  # leaving the block closes the pipes, on a failure too
         [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "60s",
@@ -149,17 +152,41 @@ def test_ctrl_c_in_the_cli_still_analyses_partial_samples(no_leftovers: Path) ->
     ) as cli:
         try:
             wait_for(lambda: progressed(rundir), 30.0)
-            cli.send_signal(signal.SIGINT)
+            cli.send_signal(sig)
             out, err = cli.communicate(timeout=30)
         finally:
             cli.kill()  # a no-op once it has exited; on a failed test it must not linger
             cli.wait()
     data, summary = load_run(rundir)
-    assert cli.returncode == 0, err
-    assert "interrupted by Ctrl-C" in out
-    assert "healthy: pass" in out or "healthy: suspicious" in out  # analysed, not failed
-    assert summary.extra["ending"] == "interrupted" and summary.duration_s < 30
-    assert data.event("end") is not None and len(data.rss) > 0
+    assert cli.returncode == code, err
+    assert "healthy: interrupted\n  - interrupted (Ctrl-C or SIGTERM) after" in out
+    assert "the partial data showed: pass." in out or "showed: suspicious." in out  # analysed
+    assert summary.verdict == "interrupted" and summary.extra["ending"] == "interrupted"
+    assert summary.duration_s < 30 and data.event("end") is not None and len(data.rss) > 0
+
+
+def test_sigterm_to_check_stops_every_cell_and_still_writes_the_suite(
+    no_leftovers: Path,
+) -> None:
+    out = no_leftovers / "check"
+    cell = out / "radix-steady" / "fixed"
+    with subprocess.Popen(
+        [sys.executable, "-m", "harness", "check", "-k", "radix-steady[fixed]",
+         "--duration", "60s", "--out", str(out), "--no-history"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as cli:
+        try:
+            wait_for(lambda: progressed(cell), 60.0)
+            cli.send_signal(signal.SIGTERM)
+            stdout, err = cli.communicate(timeout=60)
+        finally:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 143, err
+    assert (out / "index.html").exists() and (out / "junit.xml").exists()
+    _, summary = load_run(cell)
+    assert summary.verdict == "interrupted" and summary.duration_s < 45
+    assert "interrupted" in stdout
 
 
 def progressed(rundir: Path) -> bool:
