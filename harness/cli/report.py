@@ -7,21 +7,29 @@ from pathlib import Path
 
 from harness.cli.suite_out import finish_suite
 from harness.errors import UsageError
-from harness.runfiles.names import SUMMARY_FILE
+from harness.parent.runner import reanalyse
+from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 
 
 def find_rundirs(paths: list[Path]) -> list[Path]:
-    """Run folders (those holding summary.json) at or below each path."""
+    """Run folders (those holding summary.json or samples.jsonl) at or below each path.
+
+    A folder with samples but no summary (its run was killed, or could not
+    write) is analysed again here and gets its summary."""
     found: list[Path] = []
     for path in paths:
         if not path.exists():
             raise UsageError(f"{path} does not exist.")
-        if (path / SUMMARY_FILE).exists():
-            found.append(path)
-        else:
-            found.extend(sorted(p.parent for p in path.rglob(SUMMARY_FILE)))
+        here = [path] if (path / SAMPLES_FILE).exists() or (path / SUMMARY_FILE).exists() else \
+            sorted({p.parent for name in (SAMPLES_FILE, SUMMARY_FILE) for p in path.rglob(name)})
+        found.extend(here)
     if not found:
-        raise UsageError(f"no run folder (with {SUMMARY_FILE}) under {', '.join(map(str, paths))}.")
+        raise UsageError(f"no run folder (with {SUMMARY_FILE} or {SAMPLES_FILE}) under "
+                         f"{', '.join(map(str, paths))}.")
+    for rundir in found:
+        if not (rundir / SUMMARY_FILE).exists():
+            outcome = reanalyse(rundir)
+            print(f"{rundir}: no summary; analysed the samples again: {outcome.verdict}")
     return found
 
 

@@ -23,6 +23,7 @@ from harness.analysis.summary import Analysis, summarize
 from harness.config import RunConfig, reproduce_command
 from harness.control import PARENT_ENV
 from harness.errors import UsageError
+from harness.parent import folder_lock
 from harness.parent.supervisor import REFUSED, Ending, Snapshot, Supervisor
 from harness.parent.watchdog import ProcessTree, default_ceiling
 from harness.runfiles.names import (
@@ -67,31 +68,44 @@ def run(
     Ctrl-C does (for runs on other threads, which never see the signal).
     """
     prepare_rundir(config)
-    process = spawn_worker(config)
-    tree = ProcessTree(process.pid)
     try:
-        ceiling = config.rss_ceiling or default_ceiling()
-        supervisor = Supervisor(config, process, tree, ceiling, stop_when, on_progress, cancel)
-        ending = supervisor.watch()
+        process = spawn_worker(config)
+        tree = ProcessTree(process.pid)
+        try:
+            ceiling = config.rss_ceiling or default_ceiling()
+            supervisor = Supervisor(config, process, tree, ceiling, stop_when, on_progress,
+                                    cancel)
+            ending = supervisor.watch()
+        finally:
+            tree.kill_all()  # peers included, whatever happened above
+            process.wait()
+        if ending.status == REFUSED:
+            forget_run(config.path)
+            raise UsageError(ending.reasons[0])
+        return conclude(config, ending)
     finally:
-        tree.kill_all()  # peers included, whatever happened above
-        process.wait()
-    if ending.status == REFUSED:
-        forget_run(config.path)
-        raise UsageError(ending.reasons[0])
-    return conclude(config, ending)
+        folder_lock.release(config.path)
 
 
 def prepare_rundir(config: RunConfig) -> None:
+    """Create and lock the run folder (see ``folder_lock``); refuse one that holds a run."""
     rundir = config.path
     if (rundir / SAMPLES_FILE).exists():
         raise UsageError(f"{rundir} already holds a run; choose another output folder.")
     try:
         rundir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") from None
+    folder_lock.claim(rundir)
+    if (rundir / SAMPLES_FILE).exists():  # started while we waited for the lock
+        folder_lock.release(rundir)
+        raise UsageError(f"{rundir} already holds a run; choose another output folder.")
+    try:
         config.dump(rundir / CONFIG_FILE)
         (rundir / STOP_FILE).unlink(missing_ok=True)
         (rundir / HEARTBEAT_FILE).touch()  # the heartbeat clock starts at spawn
     except OSError as exc:
+        folder_lock.release(rundir)
         raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") from None
 
 
@@ -116,6 +130,38 @@ def spawn_worker(config: RunConfig) -> subprocess.Popen[bytes]:
             start_new_session=True,
             env=env,
         )
+
+
+def reanalyse(rundir: Path) -> RunOutcome:
+    """Analyse a run folder that has samples but no summary, and write the summary.
+
+    Its parent was killed or could not write (a full disk). A run whose samples
+    do not end with the worker's ``end`` event was cut short and is
+    ``interrupted``; one that recorded a crash is ``crashed``.
+    """
+    data = load_samples(rundir / SAMPLES_FILE)
+    try:
+        config = RunConfig.from_dict({**data.header.get("config", {}), "rundir": str(rundir)})
+    except (UsageError, TypeError) as exc:
+        raise UsageError(f"{rundir}: the samples header holds no usable run config ({exc}).") \
+            from None
+    folder_lock.claim(rundir)
+    try:
+        return conclude(config, ending_from_samples(data))
+    finally:
+        folder_lock.release(rundir)
+
+
+def ending_from_samples(data: RunData) -> Ending:
+    crash = data.event("crash")
+    if crash is not None:
+        return Ending("crashed", [f"the scenario raised: {crash.get('error', 'an error')}."],
+                      None, 0.0)
+    if data.event("end") is None:
+        return Ending(INTERRUPTED, ["the run ended without its summary and before the worker's "
+                                   "end (its parent was killed?); the samples were analysed "
+                                   "afresh."], None, 0.0)
+    return Ending("finished", [], None, 0.0)
 
 
 def conclude(config: RunConfig, ending: Ending) -> RunOutcome:

@@ -13,6 +13,7 @@ from __future__ import annotations
 CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
 HEARTBEAT_FILE = "heartbeat"
+LOCK_FILE = "run.lock"  # held (flock) by the parent for the run's whole life
 STOP_FILE = "stop"
 STACKS_FILE = "stacks.txt"
 TRACEBACK_FILE = "traceback.txt"

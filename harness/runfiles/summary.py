@@ -94,10 +94,19 @@ def _get(mapping: object, key: str) -> object:
 
 
 def write_summary(rundir: Path, summary: Summary) -> Path:
+    """Write ``summary.json`` whole or not at all; a UsageError naming the cause if not."""
     path = rundir / SUMMARY_FILE
     temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(summary.to_json(), indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)  # readers never see half a summary
+    try:
+        temporary.write_text(json.dumps(summary.to_json(), indent=2) + "\n", encoding="utf-8")
+        temporary.replace(path)  # readers never see half a summary
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc}; the samples are kept, and "
+            f"'leak-harness report {rundir}' analyses them again once it can write "
+            f"(the verdict was {summary.verdict})."
+        ) from None
     return path
 
 

@@ -277,3 +277,63 @@ def test_declared_budgets_a_users_target_does_not_publish_are_skipped_with_a_rea
     assert outcome.verdict == "pass", outcome.reasons
     assert ("detached_alive_nodes: skipped: this cache publishes no 'detached_alive_nodes' "
             "(budget 'detached_alive_nodes: <= 0').") in outcome.reasons
+
+
+def test_two_runs_on_one_folder_one_runs_and_the_other_is_refused(no_leftovers: Path) -> None:
+    rundir = no_leftovers / "shared"
+    command = [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "3s",
+               "--warmup", "0.2s", "--out", str(rundir)]
+    clis = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    results = []
+    for cli in clis:
+        with cli:
+            out, err = cli.communicate(timeout=60)
+            results.append((cli.returncode, out, err))
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, _, err in results if code == 2)
+    assert refused.startswith("leak-harness: ") and str(rundir) in refused
+    assert "another run is writing to" in refused or "already holds a run" in refused
+    _, summary = load_run(rundir)
+    assert summary.verdict == "pass" and not (rundir / "run.lock").exists()
+
+
+def test_a_summary_that_cannot_be_written_is_one_sentence_and_report_recovers_it(
+    no_leftovers: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import errno
+
+    from harness.cli import main
+    from harness.runfiles import summary as summary_module
+
+    real = Path.write_text
+
+    def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
+        if self.name.startswith("summary.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(summary_module.Path, "write_text", full_disk)
+    with pytest.raises(UsageError, match=r"cannot write .*summary.json: No space left on device; "
+                                         r"the samples are kept"):
+        run_fixture(no_leftovers, "HEALTHY")
+    assert (no_leftovers / SAMPLES_FILE).stat().st_size > 0
+    assert not (no_leftovers / "summary.json").exists()
+    monkeypatch.setattr(summary_module.Path, "write_text", real)
+    assert main(["report", str(no_leftovers)]) == 0
+    assert "no summary; analysed the samples again: pass" in capsys.readouterr().out
+    assert load_run(no_leftovers)[1].verdict == "pass"
+
+
+def test_report_on_samples_of_a_killed_run_says_interrupted(no_leftovers: Path) -> None:
+    from harness.parent.runner import reanalyse
+
+    run_fixture(no_leftovers, "HEALTHY")
+    lines = (no_leftovers / SAMPLES_FILE).read_text().splitlines()
+    ended = [i for i, line in enumerate(lines) if '"name":"loop_end"' in line][0]
+    (no_leftovers / SAMPLES_FILE).write_text("\n".join(lines[:ended]) + "\n")
+    (no_leftovers / "summary.json").unlink()
+    outcome = reanalyse(no_leftovers)
+    assert outcome.verdict == "interrupted"
+    assert "before the worker's end" in outcome.reasons[0]
