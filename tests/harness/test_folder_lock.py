@@ -29,7 +29,7 @@ def test_a_folder_locked_by_another_process_is_refused_until_that_process_dies(
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(UsageError, match="another run is writing to .* right now"):
+        with pytest.raises(UsageError, match=r"another run is writing to .* right now"):
             folder_lock.claim(tmp_path)
     finally:
         holder.kill()
