@@ -138,7 +138,7 @@ def culprit_named(target: ZooTarget, where: list[str]) -> str:
     non-leak whether it names nothing ("nothing"/"blamed")."""
     text = " ".join(where)
     if not target.leaks:
-        named = [w for w in where if not w.startswith("nothing grows")]
+        named = [w for w in where if not w.startswith(("nothing grows", "nothing is blamed"))]
         return "blamed" if named else "nothing"
     return "yes" if any(word in text for word in target.culprit) else "no"
 

@@ -331,7 +331,7 @@ def test_report_on_samples_of_a_killed_run_says_interrupted(no_leftovers: Path) 
 
     run_fixture(no_leftovers, "HEALTHY")
     lines = (no_leftovers / SAMPLES_FILE).read_text().splitlines()
-    ended = [i for i, line in enumerate(lines) if '"name":"loop_end"' in line][0]
+    ended = next(i for i, line in enumerate(lines) if '"name":"loop_end"' in line)
     (no_leftovers / SAMPLES_FILE).write_text("\n".join(lines[:ended]) + "\n")
     (no_leftovers / "summary.json").unlink()
     outcome = reanalyse(no_leftovers)
