@@ -92,6 +92,11 @@ class RunConfig:
             raise UsageError("the op count must be positive.")
         if self.warmup_s < 0 or not self.heartbeat_s > 0:
             raise UsageError("warm-up must be >= 0 and the heartbeat limit positive.")
+        if self.duration_s is not None and self.warmup_s >= self.duration_s:
+            raise UsageError(
+                f"the warm-up ({self.warmup_s:g} s) must be shorter than the duration "
+                f"({self.duration_s:g} s): nothing would be measured."
+            )
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise UsageError("the timeout must be positive.")
         if self.rss_ceiling is not None and self.rss_ceiling <= 0:

@@ -114,6 +114,8 @@ def _budget(text: str, where: str) -> Budget:
 
 def duration_from(where: str, text: str) -> float:
     """Seconds from a human duration; a UsageError naming ``where`` if malformed."""
+    if text.strip().startswith("-"):
+        raise UsageError(f"{where}: a duration must be positive, got {text!r}.")
     try:
         return parse_duration(text)
     except ValueError as exc:

@@ -18,6 +18,7 @@ Leak tests take seconds to minutes, so they run only when selected with
 
 from __future__ import annotations
 
+import inspect
 import re
 import shutil
 from collections.abc import Sequence
@@ -26,8 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.units import parse_duration
-from harness.configure import BudgetOverrides, scenario_config
+from harness.configure import BudgetOverrides, duration_from, scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.registry import load_scenario
@@ -76,6 +76,7 @@ class LeakRunner:
         duration: str | None = None,
         seed: int = 0,
         gc_mode: str | None = None,
+        target: str | None = None,
     ) -> RunOutcome:
         spec = load_scenario(scenario)
         self.runs += 1
@@ -83,10 +84,11 @@ class LeakRunner:
             spec,
             self.base / f"run{self.runs}",
             spec=scenario,
-            duration_s=parse_duration(duration or self.duration or spec.check_duration),
+            duration_s=duration_from("duration", duration or self.duration or spec.check_duration),
             inject=inject,
             seed=seed,
             gc_mode=gc_mode,
+            target=target,
             budgets=budgets,
             budgets_from="the leak marker's budgets",
         )
@@ -150,7 +152,15 @@ def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutc
     scenario = kwargs.pop("scenario", marker.args[0] if marker.args else None)
     if scenario is None:
         raise pytest.UsageError("@pytest.mark.leak needs scenario=NAME")
-    return leak_run(scenario, **kwargs)
+    known = set(inspect.signature(LeakRunner.__call__).parameters) - {"self", "scenario"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        pytest.fail(f"@pytest.mark.leak: unknown option {unknown[0]!r}; known: expect, scenario, "
+                    f"{', '.join(sorted(known))}.", pytrace=False)
+    try:
+        return leak_run(scenario, **kwargs)
+    except UsageError as exc:  # a typo in the marker: its sentence, not the plugin's stack
+        pytest.fail(f"@pytest.mark.leak: {exc.message}", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

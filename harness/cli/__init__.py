@@ -55,9 +55,27 @@ def build_parser() -> Parser:
     return parser
 
 
+# Flags whose value may start with '-' (a negative number the user meant to pass,
+# which argparse would take for a flag and answer "expected one argument").
+VALUE_FLAGS = ("--duration", "--warmup", "--timeout", "--heartbeat", "--ops", "--seed", "-j",
+               "--jobs", "--nights")
+
+
+def attach_negative_values(argv: list[str]) -> list[str]:
+    """``--duration -5s`` as ``--duration=-5s``, so the value's own check answers."""
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in VALUE_FLAGS and token[:1] == "-" and token[1:2].isdigit():
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(attach_negative_values(
+            sys.argv[1:] if argv is None else argv))
         code: int = args.handler(args)
         return code
     except UsageError as exc:

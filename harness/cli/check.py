@@ -8,8 +8,10 @@ from pathlib import Path
 
 from harness.cli.base import interrupts
 from harness.cli.check_view import make_view
+from harness.cli.run import check_target_spec
 from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
+from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
 from harness.parent.matrix import CheckOptions, plan, run_matrix
 from harness.registry import load_scenario, scenario_names
@@ -41,6 +43,8 @@ class CheckCommand:
         add("--seed", type=int, default=0, help="workload seed (default 0)")
         add("--gc-mode", choices=GC_MODES, help="override every scenario's GC mode")
         add("--target", help="cache factory module:callable to test instead of the defaults")
+        add("--budget", action="append", default=[], metavar="BUDGET",
+            help="override a budget in every cell, e.g. 'rss: 100 MB/h' or 'rss: off'")
         add("--history", default="results/history.sqlite",
             help="history database to append to (default results/history.sqlite)")
         add("--no-history", action="store_true", help="do not append to the history")
@@ -48,6 +52,11 @@ class CheckCommand:
     def run(self, args: argparse.Namespace) -> int:
         if args.jobs < 1:
             raise UsageError("-j must be at least 1.")
+        # Everything a cell would refuse, refused once here before any worker starts.
+        if args.duration is not None:
+            duration_from("--duration", args.duration)
+        check_target_spec(args.target)
+        merge_budgets((), args.budget, "--budget")
         scenarios = [load_scenario(name) for name in scenario_names()]
         cells = plan(scenarios, args.select, args.shard)
         if not cells:
@@ -55,7 +64,7 @@ class CheckCommand:
         out = Path(args.out)
         options = CheckOptions(out=out, duration=args.duration, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
-                               target=args.target)
+                               target=args.target, budgets=tuple(args.budget))
         cancel = threading.Event()
         with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view:
             results = run_matrix(cells, options, view, cancel)

@@ -43,6 +43,8 @@ class HistoryCommand:
     def run(self, args: argparse.Namespace) -> int:
         from reports.history import flag_regressions, trends, write_trend_plots
 
+        if args.nights < 1:
+            raise UsageError("--nights must be at least 1.")
         if not args.db.exists():
             raise UsageError(f"no history at {args.db}: run 'leak-harness check' first.")
         for trend in trends(args.db, args.scenario, args.nights):

@@ -99,8 +99,7 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
     scenario = load_scenario(args.scenario)
     inject = tuple(args.inject)
     check_injections(scenario, inject)
-    if args.target is not None and not _TARGET.match(args.target):
-        raise UsageError(f"--target {args.target!r} is not 'module:callable'.")
+    check_target_spec(args.target)
     config = scenario_config(
         scenario,
         Path(args.out) if args.out else default_rundir(scenario.name),
@@ -122,6 +121,12 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
                        if not (args.no_attribution and n in ATTRIBUTION_SAMPLERS)),
     )
     return scenario, config
+
+
+def check_target_spec(target: str | None) -> None:
+    """The form of ``--target`` (whether it imports, the worker says before it runs)."""
+    if target is not None and not _TARGET.match(target):
+        raise UsageError(f"--target {target!r} is not 'module:callable'.")
 
 
 def size(flag: str, text: str) -> int:

@@ -188,7 +188,7 @@ def conclude(config: RunConfig, ending: Ending) -> RunOutcome:
         verdict=verdict,
         reasons=reasons,
         metrics=analysis.to_json()["metrics"] if analysis else {},
-        time_to_detect_s=analysis.time_to_detect_s if analysis else None,
+        time_to_detect_s=detected_at(data, verdict, analysis),
         duration_s=run_length(data, ending),
         ops=run_ops(data),
         command=reproduce_command(config),
@@ -214,6 +214,14 @@ def analyse(
     except Exception as exc:  # verdict "error" with the sentence beats a traceback
         reasons.append(f"the analysis failed: {exc}")
         return None
+
+
+def detected_at(data: RunData | None, verdict: str, analysis: Analysis | None) -> float | None:
+    """Seconds to the verdict: a crash is detected when it happens."""
+    crash = data.event("crash") if data is not None else None
+    if verdict == "crashed" and crash is not None:
+        return float(crash["t"])
+    return analysis.time_to_detect_s if analysis else None
 
 
 def extra_fields(config: RunConfig, ending: Ending, analysis: Analysis | None) -> dict[str, Any]:

@@ -49,3 +49,37 @@ def test_leak_marker_runs_a_worker_and_explains_failure(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*expected pass, got leak*", "*verdict leak*", "*report:*"])
     assert list(results.rglob("report.html"))
+
+
+TYPOS = f"""
+import pytest
+
+@pytest.mark.leak(scenario="radix-stedy", duration="3s")
+def test_scenario_typo(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", duration="5 parsecs")
+def test_duration_typo(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", budget=["rss: 5 MB/h"])
+def test_option_typo(leak_result):
+    pass
+"""
+
+
+def test_marker_typos_fail_with_one_sentence_and_no_plugin_traceback(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.harness.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    pytester.makepyfile(TYPOS)
+    result = pytester.runpytest(*PLUGIN, "--leak", "--leak-results", str(pytester.path / "r"))
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines([
+        "*@pytest.mark.leak: unknown scenario 'radix-stedy'*",
+        "*@pytest.mark.leak: * '5 parsecs'*",
+        "*@pytest.mark.leak: unknown option 'budget'; known: *budgets*",
+    ])
+    assert "pytest_plugin.py" not in result.stdout.str()
