@@ -21,6 +21,7 @@ from harness.runfiles.rundata import Series
 FILL_GAUGE = "cached_tokens"
 TAIL_FRACTION = 1 / 3  # the part of the window where filling must still go on
 MIN_RISE = 0.05  # over that tail, relative to its level: below this the cache is full
+MIN_POINTS = 5  # gauge samples in the tail (every 0.5 s by default) to fit a slope on
 
 
 def still_filling(series: Series | None, start_s: float, end_s: float) -> str | None:
@@ -30,7 +31,7 @@ def still_filling(series: Series | None, start_s: float, end_s: float) -> str | 
     tail_start = end_s - (end_s - start_s) * TAIL_FRACTION
     keep = (series.t >= tail_start) & (series.t <= end_s) & np.isfinite(series.v)
     t, v = series.t[keep], series.v[keep]
-    if len(t) < 8 or not np.max(v) > 0:
+    if len(t) < MIN_POINTS or not np.max(v) > 0:
         return None
     slope = sen_slope(t, v)
     if slope is None or not slope.ci[0] > 0:

@@ -155,7 +155,9 @@ class RunView:
 
     def _unless_filling(self, judged: Judgement, end_s: float) -> Judgement:
         """A cache still filling makes memory growth ``suspicious`` (harness.analysis.filling)."""
-        note = still_filling(self.series.get(FILL_GAUGE), self.start_s, min(end_s, self.end_s))
+        # The raw gauge: a tracemalloc window slows the load, it does not move the fill.
+        note = still_filling(self.run.gauges.get(FILL_GAUGE), self.start_s,
+                             min(end_s, self.end_s))
         if note is None:
             return judged
         reason = f"{judged.reason.rstrip('.')}, but {note}."
