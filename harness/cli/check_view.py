@@ -56,6 +56,7 @@ class LiveView(PlainView):
         super().__init__(cells)
         self.cells = cells
         self.rows: dict[str, list[str]] = {c.label: ["waiting", "", "", "", ""] for c in cells}
+        self.styles: dict[str, str] = {}  # verdict colour per landed cell
         self._live: Any = None
 
     def __enter__(self) -> LiveView:
@@ -72,12 +73,17 @@ class LiveView(PlainView):
     def _table(self) -> Any:
         from rich.table import Table
 
+        from rich.text import Text
+
         table = Table(title=f"leak-harness check: {self.done}/{self.total} cells")
         for col in ("cell", "state", "elapsed", "ops/s", "RSS", "verdict"):
             table.add_column(col)
         with self._lock:
             for label, row in self.rows.items():
-                table.add_row(label, *row)
+                # Text, not markup: labels and verdict lines hold '[fixed]'-style brackets.
+                *plain, verdict = row
+                style = self.styles.get(label, "")
+                table.add_row(Text(label), *map(Text, plain), Text(verdict, style=style))
         return table
 
     def _set(self, cell: Cell, row: list[str]) -> None:
@@ -98,8 +104,8 @@ class LiveView(PlainView):
         with self._lock:
             self.done += 1
             row = self.rows[result.cell.label]
-        style = "green" if result.correct else "bold red"
-        self._set(result.cell, ["done", *row[1:4], f"[{style}]{line(result)}[/]"])
+        self.styles[result.cell.label] = "green" if result.correct else "bold red"
+        self._set(result.cell, ["done", *row[1:4], line(result)])
 
 
 def make_view(cells: list[Cell]) -> PlainView:

@@ -72,3 +72,18 @@ def test_cell_correctness_rules() -> None:
 
 
 ROOT_SPEC = "tests.harness.fixtures.scenarios"
+
+
+def test_the_live_check_table_shows_cell_labels_and_verdicts_literally() -> None:
+    import io
+
+    from rich.console import Console
+
+    from harness.cli.check_view import LiveView
+
+    cells = plan([TOGGLE])
+    view = LiveView(cells)
+    buffer = io.StringIO()
+    Console(file=buffer, width=200, color_system=None).print(view._table())
+    text = buffer.getvalue()
+    assert "toggle[fixed]" in text and "toggle[inject:keep-chunks]" in text
