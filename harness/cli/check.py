@@ -72,4 +72,5 @@ class CheckCommand:
             print(f"interrupted: {len(cells) - len(results)} of {len(cells)} cells were not "
                   "started; the suite report covers the others.")
         history = None if args.no_history else Path(args.history)
-        return signals.exit_code(finish_suite([r.outcome.rundir for r in results], out, history))
+        return signals.exit_code(finish_suite([r.outcome.rundir for r in results], out, history,
+                                                 args.target))

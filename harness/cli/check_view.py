@@ -72,7 +72,6 @@ class LiveView(PlainView):
 
     def _table(self) -> Any:
         from rich.table import Table
-
         from rich.text import Text
 
         table = Table(title=f"leak-harness check: {self.done}/{self.total} cells")

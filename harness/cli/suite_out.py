@@ -9,9 +9,12 @@ from pathlib import Path
 from harness.runfiles.samples import short_commit
 
 
-def finish_suite(rundirs: Sequence[Path], out: Path, history: Path | None) -> int:
-    """Write the suite report and history; 0 when every cell is right and nothing
-    is flagged, else 1."""
+def finish_suite(
+    rundirs: Sequence[Path], out: Path, history: Path | None, target: str | None = None
+) -> int:
+    """Write the suite report and history (rows under the commit of the code under
+    test: ``target``'s repository, else the harness's); 0 when every cell is right
+    and nothing is flagged, else 1."""
     from reports.history import append_suite, flag_regressions, write_trend_plots
     from reports.suite import write_suite_report
 
@@ -20,7 +23,7 @@ def finish_suite(rundirs: Sequence[Path], out: Path, history: Path | None) -> in
     print(f"suite report: {report.index}")
     flagged = []
     if history is not None:
-        added = append_suite(history, rundirs, commit=short_commit())
+        added = append_suite(history, rundirs, commit=short_commit(target))
         flagged = [f for f in flag_regressions(history) if f.direction == "up"]
         plots = write_trend_plots(history, out / "trends")
         print(f"history: {added.added} rows added to {history}; {len(plots)} trend plots in "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -82,7 +83,8 @@ def environment(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> dict[st
         "seed": config.get("seed"),
         "cpu_count": os.cpu_count(),
         "pid": os.getpid(),
-        "git_commit": git_commit(),
+        "git_commit": commit_under_test(config.get("target")),  # the code under test
+        "harness_commit": git_commit(),
     }
 
 
@@ -97,12 +99,13 @@ def torch_version() -> str | None:
         return None
 
 
-def git_commit() -> str:
-    """The project's commit, or ``unknown (why)`` outside a repository."""
+def git_commit(folder: Path = PROJECT_ROOT) -> str:
+    """The commit of the repository holding ``folder`` (default: the harness's own),
+    or ``unknown (why)`` outside a repository."""
     try:
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"],
-            cwd=PROJECT_ROOT,
+            cwd=folder,
             capture_output=True,
             text=True,
             timeout=5,
@@ -115,11 +118,32 @@ def git_commit() -> str:
     return done.stdout.strip()
 
 
-def short_commit() -> str | None:
-    """The project's commit, abbreviated as history rows show it; None outside a repository.
+def target_folder(target: str | None) -> Path | None:
+    """Where a ``module:callable`` target's top-level package lives, without importing it."""
+    if not target:
+        return None
+    top = target.partition(":")[0].split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin).parent if spec.origin else None
 
-    Read in the project's own folder, never the caller's: run from inside
-    another repository, the current directory would give that one's commit.
-    """
-    commit = git_commit()
+
+def commit_under_test(target: str | None = None) -> str:
+    """The commit of the code under test: the target's repository when a target is
+    given, else the harness's (whose reference cache is then what runs). Read in
+    that code's own folder, never the caller's: run from inside another
+    repository, the current directory would give that one's commit."""
+    return git_commit(target_folder(target) or PROJECT_ROOT)
+
+
+def short_commit(target: str | None = None) -> str | None:
+    """:func:`commit_under_test`, abbreviated as history rows show it; None outside a
+    repository."""
+    commit = commit_under_test(target)
     return None if commit.startswith("unknown") else commit[:7]

@@ -136,3 +136,26 @@ def test_v1_upgrade_keeps_the_summary_when_its_budgets_cannot_be_analysed() -> N
 def test_summary_refuses_an_unknown_verdict() -> None:
     with pytest.raises(UsageError, match="unknown verdict 'fine'"):
         Summary("s", [], "fine", [], {}, None, 1.0, 1, "leak-harness run s")
+
+
+def test_the_commit_under_test_is_the_targets_repository_else_the_harness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from harness.runfiles.samples import commit_under_test, git_commit
+
+    package = tmp_path / "mycache"
+    package.mkdir()
+    (package / "__init__.py").write_text("def make(**options): ...\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=tmp_path, check=True)
+    theirs = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert commit_under_test("mycache:make") == theirs
+    assert commit_under_test(None) == git_commit() != theirs
+    monkeypatch.chdir(tmp_path)  # another repository's folder must not leak in
+    assert commit_under_test(None) == git_commit() != theirs
