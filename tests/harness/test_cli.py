@@ -165,3 +165,18 @@ def test_progress_line_redraws_in_place_only_on_a_terminal() -> None:
         line.update(snap)
         line.end()
         assert stream.getvalue().startswith(expected) and ("\r" in stream.getvalue()) == live
+
+
+def test_off_a_terminal_a_plain_progress_line_comes_every_ten_seconds() -> None:
+    stream = io.StringIO()
+    line = ProgressLine(stream, "x", live=False)
+    for tenth in range(0, 305):  # 30.5 s of updates, twice a second in a real run
+        line.update(Snapshot(tenth / 10, 60.0, tenth, 10.0, "measure", None))
+    lines = stream.getvalue().splitlines()
+    assert [ln.split("  ")[1] for ln in lines] == ["10.0/60 s", "20.0/60 s", "30.0/60 s"]
+    assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
+
+
+def test_past_its_duration_the_line_says_finishing_instead_of_counting_on() -> None:
+    late = Snapshot(24.3, 20.0, 5000, 0.0, "measure", None)
+    assert render("x", late) == "x  20/20 s  finishing: final windows and analysis"
