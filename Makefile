@@ -38,9 +38,13 @@ nightly: install ## every scenario for NIGHTLY_DURATION (30m) each; SHARD=I/N ru
 		--out $(RESULTS)/nightly$(if $(SHARD),/shard-$(subst /,-of-,$(SHARD)))
 
 nightly-merge: install ## merge nightly shards into one index, append history, draw trends
+	@# A failing night still gets its trends: both steps run, the first failure is the exit.
+	status=0; \
 	$(VENV)/bin/leak-harness report $(RESULTS)/nightly --out $(RESULTS)/nightly \
-		--history $(RESULTS)/history.sqlite
-	$(VENV)/bin/leak-harness history --db $(RESULTS)/history.sqlite --plots $(RESULTS)/nightly/trends
+		--history $(RESULTS)/history.sqlite || status=$$?; \
+	$(VENV)/bin/leak-harness history --db $(RESULTS)/history.sqlite \
+		--plots $(RESULTS)/nightly/trends || { code=$$?; [ $$status -ne 0 ] || status=$$code; }; \
+	exit $$status
 
 bench: install ## print measured numbers and regenerate docs/benchmarks.md (~1 h; BENCH_FULL=1: full size)
 	$(PY) bench/cache_throughput.py

@@ -17,17 +17,19 @@ def finish_suite(
     and nothing is flagged, else 1."""
     from reports.history import append_suite, flag_regressions, write_trend_plots
     from reports.suite import write_suite_report
+    from reports.suite.outputs import TRENDS_DIR
 
+    flagged, notes = [], []
+    if history is not None:  # first, so the index links the trend plots
+        added = append_suite(history, rundirs, commit=short_commit(target))
+        flagged = [f for f in flag_regressions(history) if f.direction == "up"]
+        plots = write_trend_plots(history, out / TRENDS_DIR)
+        notes.append(f"history: {added.added} rows added to {history}; {len(plots)} trend plots "
+                     f"in {out / TRENDS_DIR}")
+        notes += [f"REGRESSION: {flag.sentence}" for flag in flagged]
     report = write_suite_report(rundirs, out)
     print(report.text)
     print(f"suite report: {report.index}")
-    flagged = []
-    if history is not None:
-        added = append_suite(history, rundirs, commit=short_commit(target))
-        flagged = [f for f in flag_regressions(history) if f.direction == "up"]
-        plots = write_trend_plots(history, out / "trends")
-        print(f"history: {added.added} rows added to {history}; {len(plots)} trend plots in "
-              f"{out / 'trends'}")
-        for flag in flagged:
-            print(f"REGRESSION: {flag.sentence}")
+    for note in notes:
+        print(note)
     return 0 if report.ok and not flagged else 1

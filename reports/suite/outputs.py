@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from harness.runfiles.names import REPORT_FILE
 from harness.verdicts import PROCESS_VERDICTS
-from reports.render.html import badge, bullet_list, esc, page, paragraph, section, table
+from reports.render.html import badge, bullet_list, esc, link, page, paragraph, section, table
 from reports.render.numbers import format_seconds
 from reports.run.facts import FIXED
 
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 SUITE_NAME = "leak-harness"
 WRONG_MARK, RIGHT_MARK = "✗", "✓"
+
+
+TRENDS_DIR = "trends"  # where check and the nightly merge draw the history's trend plots
 
 
 def columns_of(cells: Sequence[Cell]) -> list[str]:
@@ -46,6 +49,10 @@ def render_index(cells: Sequence[Cell], out: Path) -> str:
     parts = [head, meta, section("Matrix", _matrix(cells, out))]
     if wrong:
         parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
+    trends = sorted((out / TRENDS_DIR).glob("*.png"))
+    if trends:
+        links = ", ".join(link(str(p.relative_to(out)), p.stem) for p in trends)
+        parts.append(section("Trends", f"<p>Growth per night, from the history: {links}.</p>"))
     return page(f"leak-harness suite: {word}", parts)
 
 

@@ -100,3 +100,20 @@ def test_expected_overrides_and_unreadable_folders(tmp_path: Path) -> None:
 def test_repeated_cells_are_numbered(tmp_path: Path) -> None:
     runs = [write_summary_only(tmp_path / f"r{i}", "radix", (), "pass") for i in range(2)]
     assert [c.name for c in build_cells(runs, {})] == ["fixed", "fixed (run 2)"]
+
+
+def test_a_failing_night_still_gets_its_trends_and_the_index_links_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    shards(tmp_path)  # one cell wrong: the merge exits 1
+    out, history = tmp_path / "merged", tmp_path / "history.sqlite"
+    code = main(["report", str(tmp_path / "shard-1"), str(tmp_path / "shard-2"),
+                 "--out", str(out), "--history", str(history)])
+    assert code == 1
+    plots = sorted((out / "trends").glob("*.png"))
+    assert plots, capsys.readouterr().out
+    index = (out / "index.html").read_text()
+    assert "<h2>Trends</h2>" in index or ">Trends<" in index
+    assert all(f'href="trends/{p.name}"' in index for p in plots)
