@@ -10,6 +10,7 @@ where it can, how much faster one grows than the other could at most.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +50,19 @@ class Comparison:
     text: Path
 
 
+# Byte and count series a leak can be judged on, in the order a comparison prefers.
+SERIES = ("rss", "heap", "uss", "py_blocks")
+
+
 def write_comparison(a: Path, b: Path, out: Path) -> Comparison:
-    """Compare run folders ``a`` and ``b``; write the three files into ``out``."""
-    first, second = load_side("A", Path(a)), load_side("B", Path(b))
+    """Compare run folders ``a`` and ``b``; write the three files into ``out``.
+
+    Both sides are compared on one series: the one a failing budget of either
+    run was judged on (a leak the heap caught is compared on the heap), else RSS.
+    """
+    summaries = [load_summary(Path(a)), load_summary(Path(b))]
+    series = compared_series(summaries)
+    first, second = load_side("A", Path(a), series), load_side("B", Path(b), series)
     ratio, sentence = growth_ratio(first, second)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -62,20 +73,33 @@ def write_comparison(a: Path, b: Path, out: Path) -> Comparison:
     return Comparison(first, second, ratio, sentence, png, html_path, text_path)
 
 
-def load_side(letter: str, rundir: Path) -> Side:
+def compared_series(summaries: Sequence[Summary]) -> str:
+    """The series a failing budget of either run was judged on, else ``rss``."""
+    for status in ("leak", "suspicious"):
+        for summary in summaries:
+            for name, metric in summary.metrics.items():
+                if metric.get("status") == status and name.endswith("growth"):
+                    series = next((s for s in SERIES if name.startswith(f"{s}_")), None)
+                    if series is not None:
+                        return series
+    return "rss"
+
+
+def load_side(letter: str, rundir: Path, series: str = "rss") -> Side:
     summary = load_summary(rundir)
     try:
         run: RunData | None = load_samples(rundir / SAMPLES_FILE)
     except UsageError:
         run = None  # the summary still has a verdict and maybe a growth
-    growth = judged_growth(summary)
+    growth = judged_growth(summary, series)
     if growth is None:
-        # No RSS growth metric: quote the stored line's slope (a version 1
+        # No growth metric: quote the stored line's slope (a version 1
         # summary gets its lines from one re-analysis of its samples).
         summary = upgrade(summary, run)
-        fit = stored_fit(summary, "rss")
-        growth = Growth("rss_growth", fit.per_h, fit.ci, "B/h") if fit else None
-    label = f"{letter}: {summary.scenario} · {column(summary)}"
+        fit = stored_fit(summary, series)
+        unit = "B/h" if series != "py_blocks" else "/h"
+        growth = Growth(f"{series}_growth", fit.per_h, fit.ci, unit) if fit else None
+    label = f"{letter}: {summary.scenario} · {column(summary)} · {series}"
     return Side(label, rundir, summary, run, growth)
 
 

@@ -29,6 +29,7 @@ class Growth:
     per_h: float
     ci: tuple[float, float] | None
     unit: str
+    status: str | None = None  # the budget's judgement of it (pass, suspicious, leak)
 
     @property
     def confirmed(self) -> bool:
@@ -58,16 +59,20 @@ def _growth(name: str, metric: dict[str, Any]) -> Growth | None:
     bounds = None
     if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
         bounds = (float(ci[0]), float(ci[1]))
-    return Growth(name, float(value), bounds, unit)
+    status = metric.get("status")
+    return Growth(name, float(value), bounds, unit, str(status) if status else None)
 
 
 def describe_growth(growth: Growth | None) -> str:
     """``grows +3.7 GB/h [3.5, 3.9]`` or ``no growth (...)``: never a bare tiny slope."""
     if growth is None:
-        return "growth unknown (no RSS samples)"
+        return "growth unknown (no samples of it)"
     shown = format_growth(growth.per_h, growth.ci, growth.unit)
+    if growth.status == "leak":
+        return f"grows {shown}, over its budget"
     if growth.confirmed:
-        return f"grows {shown}"
+        within = ", within its budget" if growth.status in ("pass", "suspicious") else ""
+        return f"grows {shown}{within}"
     if growth.per_h > 0:
         return f"no growth ({shown}, interval includes zero)"
     return f"no growth ({shown})"

@@ -45,3 +45,43 @@ def test_zero_and_negative_growth_are_no_growth(tmp_path: Path) -> None:
     result = write_comparison(a, b, tmp_path / "out")
     assert result.ratio is None
     assert result.sentence.count("no growth") == 2 and "Neither grows" in result.sentence
+
+
+def heap_summary(rundir: Path, verdict: str, heap_per_h: float, rss_per_h: float) -> Path:
+    """A run judged on heap and RSS: a leak the heap caught while RSS moved by chance."""
+    from harness.runfiles.summary import Summary, write_summary
+
+    rundir.mkdir(parents=True)
+    heap_status = "leak" if verdict == "leak" else "pass"
+    metrics = {
+        "rss_growth": {"value": rss_per_h, "unit": "B/h", "ci": [rss_per_h - MB, rss_per_h + MB],
+                       "budget": "rss: 50 MB/h", "status": "pass"},
+        "heap_growth": {"value": heap_per_h, "unit": "B/h",
+                        "ci": [heap_per_h - MB / 2, heap_per_h + MB / 2],
+                        "budget": "heap: 10 MB/h", "status": heap_status},
+    }
+    write_summary(rundir, Summary("demo", [], verdict, [verdict], metrics, None, 60.0, 1000,
+                                  "leak-harness run demo", {"rundir": str(rundir)}))
+    return rundir
+
+
+@pytest.mark.parametrize(("a", "b"), [("leak", "pass"), ("pass", "leak"), ("leak", "leak"),
+                                      ("pass", "pass")])
+def test_the_words_follow_the_verdicts_in_all_four_combinations(
+    tmp_path: Path, a: str, b: str
+) -> None:
+    # The leak's heap grows 50 MB/h while its RSS happens to be flat; the healthy run's RSS
+    # climbs 100 MB/h within its calibrated allowance and its heap is flat.
+    shapes = {"leak": (50 * MB, 0.0), "pass": (0.0, 100 * MB)}
+    first = heap_summary(tmp_path / "a", a, *shapes[a])
+    second = heap_summary(tmp_path / "b", b, *shapes[b])
+    sentence = write_comparison(first, second, tmp_path / "out").sentence
+    a_words, rest = sentence.split("; ", 1)
+    b_words = rest.split(". ", 1)[0]  # B's words end where the ratio sentence starts
+    for side, words in ((a, a_words), (b, b_words)):
+        if "leak" in (a, b):
+            assert "· heap" in words  # compared on the series the leak was judged on
+        if side == "leak":
+            assert "over its budget" in words and "no growth" not in words, sentence
+        else:
+            assert "over its budget" not in words, sentence
