@@ -240,7 +240,8 @@ def run_length(data: RunData | None, ending: Ending) -> float:
     """Seconds of workload the samples cover (the wall time if none were taken)."""
     if data is None:
         return round(ending.wall_s, 3)
-    end = data.event("loop_end") or data.event("end")
+    # A crash ends the workload: the header's "crashed after" and the plot's marker agree.
+    end = data.event("loop_end") or data.event("end") or data.event("crash")
     if end is not None:
         return float(end["t"])
     return float(data.rss.t[-1]) if len(data.rss) else 0.0

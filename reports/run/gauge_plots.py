@@ -69,8 +69,9 @@ def _gauge_panel(axes: Axes, model: RunModel, name: str, scale: TimeScale) -> No
     title = name
     if metric and isinstance(metric.get("value"), int | float):
         unit = str(metric.get("unit", ""))
-        title += f"   {format_growth(float(metric['value']), metric.get('ci'), unit)}"
-    axes.set_title(title, fontsize=10, color=status_colour(model, name))
+        # On a line of its own: beside the name it ran into the next panel's title.
+        title += f"\n{format_growth(float(metric['value']), metric.get('ci'), unit)}"
+    axes.set_title(title, fontsize=9, color=status_colour(model, name))
     axes.ticklabel_format(axis="y", useOffset=False, style="plain")
     axes.grid(alpha=0.3)
 

@@ -117,7 +117,9 @@ def gc_plot(model: RunModel, path: Path) -> Path | None:
     for axes in (top, bottom):
         shade_warmup(axes, scale, first, model.warmup_s, None)
         if axes.get_legend_handles_labels()[0]:
-            axes.legend(loc="upper left", fontsize=9)
+            # The "no gen-2 collection" note holds the upper left: keep clear of it.
+            corner_taken = axes is top and 2 not in totals.t
+            axes.legend(loc="upper right" if corner_taken else "upper left", fontsize=9)
         axes.grid(alpha=0.3)
         # All-zero data would get a 0..0.05 axis; 0..1 says "none" more plainly.
         axes.set_ylim(0, None if axes.get_ylim()[1] >= 1 else 1)

@@ -84,6 +84,7 @@ def test_crash_keeps_traceback_and_samples(no_leftovers: Path) -> None:
     assert crash is not None and crash["where"] == "step"
     assert len(data.rss) >= 3 and data.event("end") is None
     assert outcome.summary.time_to_detect_s == crash["t"]  # the crash is the detection
+    assert outcome.summary.duration_s == crash["t"]  # "crashed after" matches the plot's marker
 
 
 def test_hang_is_killed_with_stacks_and_peers_die(no_leftovers: Path) -> None:

@@ -141,3 +141,58 @@ def test_html_escapes_what_comes_from_result_files(tmp_path: Path) -> None:
     write_run_report(rundir)
     raw = (rundir / REPORT_FILE).read_text()
     assert "<script>" not in raw and "a &lt; b &amp; c" in raw
+
+
+def drawn_figure(monkeypatch: pytest.MonkeyPatch, module: object) -> list[object]:
+    """Figures the plot function saves, drawn, so their artists have extents."""
+    caught: list[object] = []
+
+    def keep(figure: object, path: Path) -> Path:
+        figure.canvas.draw()  # type: ignore[attr-defined]
+        caught.append(figure)
+        return path
+
+    monkeypatch.setattr(module, "save", keep)
+    return caught
+
+
+def test_gauge_titles_with_growth_do_not_run_into_each_other(
+    leaking: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import reports.run.gauge_plots as gauge_plots
+
+    model = load_run_model(leaking)
+    assert model.run is not None
+    for name in ("alpha_nodes", "beta_nodes", "gamma_nodes"):  # three panels in a row
+        model.run.gauges[name] = model.run.gauges["tree_nodes"]
+        model.summary.metrics[f"{name}_growth"] = {
+            "value": 123456.0, "unit": "/h", "ci": [120000.0, 127000.0]}
+    caught = drawn_figure(monkeypatch, gauge_plots)
+    gauge_plots.gauges_plot(model, tmp_path / "gauges.png")
+    [figure] = caught
+    renderer = figure._get_renderer()  # type: ignore[attr-defined]
+    boxes = [a.title.get_window_extent(renderer) for a in figure.axes  # type: ignore[attr-defined]
+             if a.get_visible() and a.get_title()]
+    assert len(boxes) >= 4
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1:]:
+            assert not one.overlaps(other), (one, other)
+
+
+def test_the_no_gen2_note_is_not_hidden_by_a_legend(
+    leaking: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import reports.run.plots as plots
+
+    model = load_run_model(leaking)
+    assert model.run is not None
+    model.run.gc_events = [e for e in model.run.gc_events if e.get("gen") != 2]
+    caught = drawn_figure(monkeypatch, plots)
+    plots.gc_plot(model, tmp_path / "gc.png")
+    [figure] = caught
+    top = figure.axes[0]  # type: ignore[attr-defined]
+    renderer = figure._get_renderer()  # type: ignore[attr-defined]
+    [note] = [t for t in top.texts if "no gen-2 collection" in t.get_text()]
+    legend = top.get_legend()
+    if legend is not None:
+        assert not legend.get_window_extent(renderer).overlaps(note.get_window_extent(renderer))
