@@ -83,3 +83,27 @@ def test_marker_typos_fail_with_one_sentence_and_no_plugin_traceback(
         "*@pytest.mark.leak: unknown option 'budget'; known: *budgets*",
     ])
     assert "pytest_plugin.py" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(("verdict", "expect", "fails"), [
+    ("pass", "pass", False), ("suspicious", "pass", False), ("leak", "pass", True),
+    ("interrupted", "pass", True), ("error", "pass", True), ("leak", "fail", False),
+    ("crashed", "fail", False), ("interrupted", "fail", True), ("suspicious", "fail", True),
+])
+def test_a_leak_test_fails_the_build_by_the_same_rule_as_the_cli(
+    tmp_path: pytest.TempPathFactory, verdict: str, expect: str, fails: bool
+) -> None:
+    from pathlib import Path
+
+    from harness.parent.runner import RunOutcome
+    from harness.pytest_plugin import judge
+    from harness.runfiles.summary import load_summary
+    from tests.reports.synth import write_summary_only
+
+    rundir = write_summary_only(Path(str(tmp_path)) / "run", "demo", (), verdict)
+    outcome = RunOutcome(verdict, rundir, None, load_summary(rundir))
+    if fails:
+        with pytest.raises(pytest.fail.Exception, match=f"expected {expect}, got {verdict}"):
+            judge(outcome, expect)
+    else:
+        judge(outcome, expect)
