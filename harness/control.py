@@ -20,6 +20,9 @@ from types import FrameType
 from harness.runfiles.names import HEARTBEAT_FILE, STOP_FILE
 
 PARENT_ENV = "LEAK_HARNESS_PARENT"  # the runner's pid, for die_with_parent
+# The folder the user ran the harness from: the worker imports from it last, so
+# their modules (``--target mine:make``) import without shadowing installed ones.
+USER_DIR_ENV = "LEAK_HARNESS_USER_DIR"
 PR_SET_PDEATHSIG = 1
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.analysis.summary import Analysis, summarize
 from harness.config import RunConfig, reproduce_command
-from harness.control import PARENT_ENV
+from harness.control import PARENT_ENV, USER_DIR_ENV
 from harness.errors import UsageError
 from harness.parent import folder_lock
 from harness.parent.supervisor import REFUSED, Ending, Snapshot, Supervisor
@@ -118,12 +118,15 @@ def forget_run(rundir: Path) -> None:
 def spawn_worker(config: RunConfig) -> subprocess.Popen[bytes]:
     """Start ``python -m harness.worker`` in a new session (its own process group)."""
     env = dict(os.environ)
-    # Scenario specs like ``tests.harness.fixtures.x:SCENARIO`` resolve as they do here.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    # Specs like ``tests.harness.fixtures.x:SCENARIO`` or ``--target mine:make`` resolve
+    # from the user's folder as they do here, but after the installed packages: a
+    # ``tabulate.py`` there must not replace the one torch imports (``-P`` keeps Python
+    # from putting the folder first; the worker appends it).
+    env[USER_DIR_ENV] = os.getcwd()
     env[PARENT_ENV] = str(os.getpid())
     with (config.path / WORKER_LOG).open("wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(config.path / CONFIG_FILE)],
+            [sys.executable, "-P", "-m", "harness.worker", str(config.path / CONFIG_FILE)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

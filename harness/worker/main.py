@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
+import os
 import signal
 import sys
 import time
@@ -28,7 +29,7 @@ import psutil
 
 from harness.api import Gauge, RunContext, Workload, load_callable
 from harness.config import RunConfig
-from harness.control import Heartbeat, StopRequest, die_with_parent
+from harness.control import USER_DIR_ENV, Heartbeat, StopRequest, die_with_parent
 from harness.registry import load_scenario
 from harness.runfiles.names import REFUSED_FILE, SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.runfiles.samples import SampleWriter, header
@@ -211,6 +212,9 @@ def open_stacks(rundir: Path) -> TextIO:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    user_dir = os.environ.get(USER_DIR_ENV)
+    if user_dir and user_dir not in sys.path:
+        sys.path.append(user_dir)  # last: installed packages win over the user's files
     if not die_with_parent():
         return EXIT_HARNESS  # the runner died while we started: nobody would watch us
     config_path = Path(args[0])

@@ -339,3 +339,18 @@ def test_report_on_samples_of_a_killed_run_says_interrupted(no_leftovers: Path) 
     outcome = reanalyse(no_leftovers)
     assert outcome.verdict == "interrupted"
     assert "before the worker's end" in outcome.reasons[0]
+
+
+def test_the_users_folder_is_importable_without_shadowing_installed_packages(
+    no_leftovers: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "psutil.py").write_text("raise ImportError('a local file shadowed psutil')\n")
+    (tmp_path / "mine.py").write_text("def make(**options):\n    return None\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(  # -P: as the leak-harness script, which does not put cwd first
+        [sys.executable, "-P", "-m", "harness", "run", spec("HEALTHY"), "--duration", "2s",
+         "--warmup", "0.2s", "--target", "mine:make", "--out", str(no_leftovers / "run")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "healthy: pass" in done.stdout
