@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.api import Gauge, RunContext, Scenario
@@ -31,6 +32,24 @@ DEFAULT_BUDGETS = (*GENERIC_BUDGETS, *IDLE_BUDGETS)
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
 
 
+def call_factory(factory: Callable[..., Any], options: Mapping[str, Any]) -> Any:
+    """Call a cache factory with the options it names (all of them if it takes ``**kwargs``).
+
+    A scenario offers its reference cache options (``kv_size``, ``mamba_size``,
+    ``pp_lag_s``, ...); a user's factory takes the ones it understands and need
+    not swallow the rest with ``**_``. ``inject`` is an option like the others.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a C callable): pass them all
+        return factory(**options)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return factory(**options)
+    named = {p.name for p in parameters
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return factory(**{k: v for k, v in options.items() if k in named})
+
+
 class CacheWorkload:
     """Drives one cache through the scheduler; exposes the cache's stats as gauges."""
 
@@ -45,7 +64,8 @@ class CacheWorkload:
         options = {**cache_options, **ctx.options.get("cache", {})}
         load = dataclasses.replace(load, **ctx.options.get("load", {}))
         shape = dataclasses.replace(shape, **ctx.options.get("traffic", {}))
-        self.cache: PrefixCache = ctx.factory(factory)(inject=ctx.inject, **options)
+        self.cache: PrefixCache = call_factory(ctx.factory(factory),
+                                               {"inject": ctx.inject, **options})
         self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load)
         self._stats: dict[str, float] = {}
         self._stats_at = 0.0

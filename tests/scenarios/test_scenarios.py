@@ -97,3 +97,17 @@ def test_every_scenario_file_is_run_fixed() -> None:
     """A scenario file added without a fixed run here fails this test, in any order
     and under ``-k``: it compares the parametrized list, not what has run so far."""
     assert sorted(FIXED) == scenario_names()
+
+
+def test_a_factory_gets_only_the_options_it_names_or_all_with_kwargs() -> None:
+    from scenarios.workloads.common import call_factory
+
+    def narrow(kv_size: int) -> dict[str, int]:
+        return {"kv_size": kv_size}
+
+    def wide(kv_size: int, **rest: object) -> dict[str, object]:
+        return {"kv_size": kv_size, **rest}
+
+    options = {"inject": (), "kv_size": 64, "mamba_size": 8, "pp_lag_s": 0.1}
+    assert call_factory(narrow, options) == {"kv_size": 64}
+    assert call_factory(wide, options) == options
