@@ -6,6 +6,7 @@ import argparse
 import threading
 from pathlib import Path
 
+from harness.api import load_callable
 from harness.cli.base import interrupts
 from harness.cli.check_view import make_view
 from harness.cli.run import check_target_spec
@@ -13,7 +14,7 @@ from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
-from harness.parent.matrix import CheckOptions, plan, run_matrix
+from harness.parent.matrix import Cell, CheckOptions, plan, run_matrix
 from harness.registry import load_scenario, scenario_names
 
 
@@ -61,6 +62,9 @@ class CheckCommand:
         cells = plan(scenarios, args.select, args.shard)
         if not cells:
             raise UsageError(f"no cell matches -k {args.select!r} (see 'leak-harness list').")
+        cells, not_applicable = applicable_cells(cells, args.target)
+        for sentence in not_applicable:
+            print(sentence)
         out = Path(args.out)
         options = CheckOptions(out=out, duration=args.duration, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
@@ -73,4 +77,26 @@ class CheckCommand:
                   "started; the suite report covers the others.")
         history = None if args.no_history else Path(args.history)
         return signals.exit_code(finish_suite([r.outcome.rundir for r in results], out, history,
-                                                 args.target))
+                                                 args.target, not_applicable))
+
+
+def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell], list[str]]:
+    """The cells a target can run, and a sentence for each it cannot.
+
+    A user's cache cannot take the reference cache's injected regressions unless
+    its factory says which it implements (a ``regressions`` attribute), so the
+    other injected cells are not run: they are n/a, never counted either way.
+    """
+    if target is None:
+        return cells, []
+    try:
+        factory = load_callable(target)
+    except Exception as exc:  # the user's import: its words, one sentence
+        raise UsageError(f"the target {target!r} cannot be loaded ({type(exc).__name__}: "
+                         f"{exc}).") from None
+    takes = set(getattr(factory, "regressions", ()))
+    runnable = [c for c in cells if c.inject is None or c.inject in takes]
+    skipped = [f"{c.label}: n/a (the target declares no regression {c.inject!r}; a factory lists "
+               "those it implements in a 'regressions' attribute)"
+               for c in cells if c not in runnable]
+    return runnable, skipped

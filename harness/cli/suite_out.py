@@ -10,7 +10,8 @@ from harness.runfiles.samples import short_commit
 
 
 def finish_suite(
-    rundirs: Sequence[Path], out: Path, history: Path | None, target: str | None = None
+    rundirs: Sequence[Path], out: Path, history: Path | None, target: str | None = None,
+    not_applicable: Sequence[str] = (),
 ) -> int:
     """Write the suite report and history (rows under the commit of the code under
     test: ``target``'s repository, else the harness's); 0 when every cell is right
@@ -27,7 +28,7 @@ def finish_suite(
         notes.append(f"history: {added.added} rows added to {history}; {len(plots)} trend plots "
                      f"in {out / TRENDS_DIR}")
         notes += [f"REGRESSION: {flag.sentence}" for flag in flagged]
-    report = write_suite_report(rundirs, out)
+    report = write_suite_report(rundirs, out, not_applicable=not_applicable)
     print(report.text)
     print(f"suite report: {report.index}")
     for note in notes:

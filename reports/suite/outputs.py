@@ -35,7 +35,7 @@ def columns_of(cells: Sequence[Cell]) -> list[str]:
     return [FIXED, *injected] if any(c.column == FIXED for c in cells) else injected
 
 
-def render_index(cells: Sequence[Cell], out: Path) -> str:
+def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str] = ()) -> str:
     """The matrix page; links to run reports are relative to ``out``."""
     wrong = [c for c in cells if not c.correct]
     verdict = "pass" if cells and not wrong else "leak"
@@ -49,6 +49,8 @@ def render_index(cells: Sequence[Cell], out: Path) -> str:
     parts = [head, meta, section("Matrix", _matrix(cells, out))]
     if wrong:
         parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
+    if not_applicable:
+        parts.append(section("Not applicable (not run)", bullet_list(not_applicable)))
     trends = sorted((out / TRENDS_DIR).glob("*.png"))
     if trends:
         links = ", ".join(link(str(p.relative_to(out)), p.stem) for p in trends)

@@ -95,12 +95,14 @@ def write_suite_report(
     expected: Mapping[str, str] | None = None,
     *,
     write_missing_reports: bool = True,
+    not_applicable: Sequence[str] = (),
 ) -> SuiteReport:
     """Write ``index.html``, ``junit.xml`` and ``summary.txt`` into ``out``; return them.
 
     ``write_missing_reports`` writes a run's ``report.html`` first when it has
     none, so every cell links somewhere. Raises ``ValueError`` for an
-    ``expected`` value that is not pass, fail or a verdict.
+    ``expected`` value that is not pass, fail or a verdict. ``not_applicable``:
+    sentences on cells that were not run (injections a user's cache cannot take).
     """
     cells = build_cells([Path(d) for d in rundirs], expected or {})
     if write_missing_reports:
@@ -109,7 +111,7 @@ def write_suite_report(
     out.mkdir(parents=True, exist_ok=True)
     text = render_text(cells)
     index, junit, summary = out / INDEX_FILE, out / JUNIT_FILE, out / TEXT_FILE
-    index.write_text(render_index(cells, out), encoding="utf-8")
+    index.write_text(render_index(cells, out, not_applicable), encoding="utf-8")
     junit.write_bytes(render_junit(cells))
     summary.write_text(text, encoding="utf-8")
     return SuiteReport(cells, text, index, junit, summary)

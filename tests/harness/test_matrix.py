@@ -87,3 +87,24 @@ def test_the_live_check_table_shows_cell_labels_and_verdicts_literally() -> None
     Console(file=buffer, width=200, color_system=None).print(view._table())
     text = buffer.getvalue()
     assert "toggle[fixed]" in text and "toggle[inject:keep-chunks]" in text
+
+
+def takes_keep_chunks(**options: object) -> None:
+    """A target factory that implements one of the reference regressions."""
+
+
+takes_keep_chunks.regressions = ("keep-chunks",)  # type: ignore[attr-defined]
+
+
+def test_on_a_users_target_injected_cells_are_na_unless_the_factory_declares_them() -> None:
+    from harness.cli.check import applicable_cells
+
+    cells = plan([TOGGLE])
+    runnable, na = applicable_cells(cells, "tests.harness.fixtures.scenarios:wait_forever")
+    assert [c.name for c in runnable] == ["fixed"]
+    assert na == ["toggle[inject:keep-chunks]: n/a (the target declares no regression "
+                  "'keep-chunks'; a factory lists those it implements in a 'regressions' "
+                  "attribute)"]
+    declared, none = applicable_cells(cells, "tests.harness.test_matrix:takes_keep_chunks")
+    assert declared == cells and none == []
+    assert applicable_cells(cells, None) == (cells, [])
