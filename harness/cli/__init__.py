@@ -16,6 +16,7 @@ from typing import NoReturn
 from harness.cli.base import Command
 from harness.cli.check import CheckCommand
 from harness.cli.compare import CompareCommand
+from harness.cli.doctor import DoctorCommand
 from harness.cli.history import HistoryCommand
 from harness.cli.list import ListCommand
 from harness.cli.report import ReportCommand
@@ -29,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     ReportCommand(),
     CompareCommand(),
     HistoryCommand(),
+    DoctorCommand(),
 )
 
 

@@ -70,3 +70,41 @@ def slot_losing_cache(
 
 def cache_without_books(inject: Sequence[str] = (), kv_size: int = 8192, **_: Any) -> WithoutBooks:
     return WithoutBooks(RadixCache(SlotAllocator(kv_size)))
+
+
+class MissingMethods(WithoutBooks):
+    """A cache adapter half written: two methods the scheduler calls are missing."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("evict", "extend_request"):
+            raise AttributeError(name)
+        return super().__getattr__(name)
+
+
+class Misbehaving(RadixCache):
+    """Every method there, but stats() has a string, one lock is never released and
+    ``close`` fails."""
+
+    def __init__(self, kv_size: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+        self.calls = 0
+
+    def stats(self) -> dict[str, float]:
+        return {**super().stats(), "mode": "lru"}  # type: ignore[dict-item]
+
+    def dec_lock_ref(self, node: Any) -> None:
+        self.calls += 1
+        if node is not self.root_node and self.calls == 3:
+            return
+        super().dec_lock_ref(node)
+
+    def close(self) -> None:
+        raise RuntimeError("the peer is gone")
+
+
+def missing_methods(kv_size: int = 8192) -> MissingMethods:
+    return MissingMethods(RadixCache(SlotAllocator(kv_size)))
+
+
+def misbehaving(kv_size: int = 8192) -> Misbehaving:
+    return Misbehaving(kv_size)

@@ -1,0 +1,159 @@
+"""Does a user's cache conform? Build it, drive it briefly, list every problem at once.
+
+``leak-harness doctor --target mod:make [scenario ...]`` calls :func:`diagnose`
+per scenario (loaded by name, as scenario modules are, so the harness does not
+import this package). Each problem is one sentence; facts (gauges, which
+budgets will judge, ops/s, the idle books) tell the user what a run will see.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.api import RunContext, Scenario, load_callable
+from harness.registry import load_scenario
+from harness.runfiles.signals import JUDGED_SIGNALS
+
+# What the scheduler and the workload call on every cache (scenarios.workloads.protocol).
+REQUIRED = (
+    "match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref", "alloc_request",
+    "extend_request", "cache_unfinished_req", "cache_finished_req", "check_hicache_events",
+    "full_evictable_size", "full_protected_size", "stats", "close",
+)
+OPTIONAL = {
+    "pool_accounting": "the idle books check (available + evictable + protected == size) "
+                       "is skipped",
+    "sanity_check": "the tree is not checked against the pools at idle",
+}
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the scenarios package
+
+
+@dataclass
+class Diagnosis:
+    scenario: str
+    problems: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis:
+    """Every problem ``target`` has under ``scenario_name``, found in one short drive."""
+    found = Diagnosis(scenario_name)
+    try:
+        load_callable(target)
+        scenario = load_scenario(scenario_name)
+    except Exception as exc:
+        found.problems.append(f"cannot load: {type(exc).__name__}: {exc}.")
+        return found
+    try:
+        workload = scenario.build(RunContext(seed=0, target=target))
+    except Exception as exc:
+        found.problems.append(f"building the cache failed: {_raised(exc)}.")
+        return found
+    cache = getattr(workload, "cache", None)
+    if cache is None or not _methods(cache, found):
+        return found
+    gauges = _gauges(workload, found)
+    _drive(workload, seconds, found)
+    _read_stats(cache, found)
+    _idle_books(workload, found)
+    _budgets(scenario, gauges, found)
+    try:
+        workload.close()
+    except Exception as exc:
+        found.problems.append(f"close() raised {_raised(exc)}.")
+    return found
+
+
+def _methods(cache: Any, found: Diagnosis) -> bool:
+    """False when required methods are missing: driving would only crash on the first."""
+    missing = [name for name in REQUIRED if not callable(getattr(cache, name, None))]
+    if missing:
+        found.problems.append(f"the cache ({type(cache).__name__}) lacks {', '.join(missing)}: "
+                              "the scheduler calls every one of them.")
+    for name, consequence in OPTIONAL.items():
+        if not callable(getattr(cache, name, None)):
+            found.facts.append(f"no {name}(): {consequence}.")
+    return not missing
+
+
+def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:
+    try:
+        gauges = dict(workload.gauges())
+    except Exception as exc:
+        found.problems.append(f"the gauges could not be listed: stats() raised {_raised(exc)}.")
+        return {}
+    found.facts.append(f"publishes {len(gauges)} gauges: {', '.join(sorted(gauges))}.")
+    return gauges
+
+
+def _drive(workload: Any, seconds: float, found: Diagnosis) -> None:
+    ops, began = 0, time.perf_counter()
+    try:
+        while time.perf_counter() - began < seconds:
+            ops += workload.step()
+    except Exception as exc:
+        found.problems.append(f"the workload failed after {ops:,} ops: {_raised(exc)}.")
+        return
+    rate = ops / max(time.perf_counter() - began, 1e-9)
+    found.facts.append(f"drove {ops:,} ops in {seconds:g} s ({rate:,.0f} ops/s).")
+
+
+def _read_stats(cache: Any, found: Diagnosis) -> None:
+    try:
+        stats = cache.stats()
+    except Exception as exc:
+        found.problems.append(f"stats() raised {_raised(exc)}.")
+        return
+    if not isinstance(stats, dict):
+        found.problems.append(f"stats() returned a {type(stats).__name__}, not a dict of numbers.")
+        return
+    bad = sorted(k for k, v in stats.items() if not isinstance(v, int | float))
+    if bad:
+        found.problems.append(f"stats() gives values that are not numbers: {', '.join(bad)}.")
+    shown = ", ".join(f"{k}={v:g}" for k, v in sorted(stats.items()) if k not in bad)
+    found.facts.append(f"stats(): {shown or 'nothing'}.")
+
+
+def _idle_books(workload: Any, found: Diagnosis) -> None:
+    scheduler = getattr(workload, "scheduler", None)
+    idle = getattr(scheduler, "idle_check", None)
+    if idle is None:
+        return
+    if idle.has_books and idle.checks == 0:
+        found.facts.append("no idle moment came in the drive: the idle books were not read.")
+    elif idle.has_books:
+        found.facts.append(f"the idle books were read {idle.checks} times.")
+    if idle.mismatch:
+        found.problems.append(f"at idle the books do not balance: off by {idle.mismatch} slots "
+                              "(available + evictable + protected != size).")
+    if idle.locked:
+        found.problems.append(f"{idle.locked} tokens stay locked with no request running "
+                              "(a dec_lock_ref missing?).")
+
+
+def _budgets(scenario: Scenario, gauges: dict[str, Any], found: Diagnosis) -> None:
+    known = {*JUDGED_SIGNALS, *gauges}
+    judge = [b for b in scenario.budgets if b.partition(":")[0].strip() in known]
+    skip = [b for b in scenario.budgets if b not in judge]
+    found.facts.append(f"budgets that judge: {', '.join(judge) or 'none'}.")
+    if skip:
+        found.facts.append(f"budgets skipped (metric not published): {', '.join(skip)}.")
+
+
+def _raised(exc: BaseException) -> str:
+    """``Type: message at file:line in function``, at the innermost frame outside us."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not os.path.abspath(f.filename).startswith(HERE)]
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" at {os.path.relpath(last.filename)}:{last.lineno} in {last.name}"
+    return f"{type(exc).__name__}: {exc}{where}"

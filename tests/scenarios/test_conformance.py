@@ -1,0 +1,42 @@
+"""The doctor: every problem of a broken cache at once, and a clean bill for a good one."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+from scenarios.workloads.conformance import diagnose
+
+DOUBLES = "tests.scenarios.doubles"
+
+
+def test_missing_methods_are_listed_together_before_anything_runs() -> None:
+    found = diagnose("radix-steady", f"{DOUBLES}:missing_methods", seconds=0.5)
+    assert found.problems == ["the cache (MissingMethods) lacks evict, extend_request: the "
+                              "scheduler calls every one of them."]
+    assert "no pool_accounting(): the idle books check" in " ".join(found.facts)
+
+
+def test_every_misbehaviour_of_a_complete_cache_is_listed() -> None:
+    found = diagnose("radix-idle", f"{DOUBLES}:misbehaving", seconds=1.5)
+    text = "\n".join(found.problems)
+    assert "stats() gives values that are not numbers: mode." in text
+    assert "tokens stay locked with no request running" in text
+    assert "close() raised RuntimeError: the peer is gone at tests/scenarios/doubles.py" in text
+    assert len(found.problems) == 3, text
+
+
+def test_the_reference_example_conforms(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["doctor", "--target", "examples.own_cache:make", "--seconds", "0.5",
+                 "radix-steady"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "radix-steady: ok" in out and "budgets that judge: rss: 50 MB/h" in out
+    assert "budgets skipped (metric not published): detached_alive_nodes: <= 0." in out
+
+
+def test_a_broken_cache_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["doctor", "--target", f"{DOUBLES}:missing_methods", "--seconds", "0.2",
+                 "radix-steady"])
+    out = capsys.readouterr().out
+    assert code == 2 and "PROBLEM: the cache (MissingMethods) lacks evict" in out
