@@ -67,7 +67,8 @@ class PrefixCache(Protocol):
         ...
 
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
-        """Raise AssertionError if tree, lists or pool accounting disagree."""
+        """Optional. Raise AssertionError if tree, lists or pool accounting disagree
+        (called at the end of a run, with nothing running)."""
         ...
 
     def stats(self) -> dict[str, float]:

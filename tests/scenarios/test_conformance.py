@@ -40,3 +40,12 @@ def test_a_broken_cache_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
                  "radix-steady"])
     out = capsys.readouterr().out
     assert code == 2 and "PROBLEM: the cache (MissingMethods) lacks evict" in out
+
+
+def test_the_second_example_with_its_own_request_type_conforms_in_every_scenario(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["doctor", "--target", "examples.paged_engine:make", "--seconds", "0.3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "conforms: every scenario ran." in out and "PROBLEM" not in out
