@@ -107,3 +107,31 @@ def test_a_leak_test_fails_the_build_by_the_same_rule_as_the_cli(
             judge(outcome, expect)
     else:
         judge(outcome, expect)
+
+
+OWN_CACHE = """
+import pytest
+
+@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:make", duration="20s")
+def test_own_cache_holds_its_budgets(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:mkae", duration="20s")
+def test_target_typo(leak_result):
+    pass
+"""
+
+
+@pytest.mark.integration
+def test_a_leak_test_outside_the_repository_runs_the_scenarios_on_a_users_cache(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.harness.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # where examples/ lives, as a user's package
+    monkeypatch.syspath_prepend(str(ROOT))
+    pytester.makepyfile(OWN_CACHE)
+    result = pytester.runpytest(*PLUGIN, "--leak", "--leak-results", str(pytester.path / "r"))
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*@pytest.mark.leak: the target 'examples.own_cache:mkae' "
+                                 "cannot be loaded*"])
