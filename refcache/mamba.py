@@ -10,6 +10,10 @@ Incident 1 lives here: the two lists leave removed nodes' pointers set under
 ``mamba-lru-unlink``. A tombstoned parent keeps ``mamba_prev`` pointing at its
 own child (children sit just MRU-side of their parent); once both are deleted,
 ``parent.mamba_prev -> child`` and ``child.parent -> parent`` form a cycle.
+
+Incident 7 (SGLang #16067) lives in ``_release_request_state``: under
+``mamba-slot-failed-schedule`` a request whose KV allocation fails keeps the
+state slot it was given, and the idle books of the Mamba pool come up short.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ class TreeNode(BaseNode):
         self.mamba_lock_ref = 0
         self.mamba_prev: Any = None
         self.mamba_next: Any = None
+
+
+FAILED_SCHEDULE = "mamba-slot-failed-schedule"
 
 
 def _has_state(node: Any) -> bool:
@@ -209,6 +216,13 @@ class MambaRadixCache(HybridRadixCache):
             self.mamba_pool.copy_from(node.mamba_value, slot)  # copy-on-write
         req.state_slot = slot
         return True
+
+    def _release_request_state(self, req: Req) -> None:
+        # Incident #16067: the failed request kept its slot; the idle check then
+        # finds the Mamba pool a slot short ("leaked_mamba_pages") and kills the server.
+        if req.state_slot is not None and FAILED_SCHEDULE not in self.inject:
+            self.mamba_pool.free(req.state_slot)
+        req.state_slot = None
 
     def cache_unfinished_req(self, req: Req) -> None:
         """Insert a copy of the request's state (the request keeps computing in its own)."""

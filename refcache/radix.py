@@ -91,10 +91,14 @@ class RadixCache(RadixTree):
         """Match the request's prefix, lock it and allocate the rest; False if full."""
         match = self._match_for_request(req.key())
         self.inc_lock_ref(match.last_device_node)
+        # Per-request state first, then KV, as SGLang's scheduler does; a request
+        # that cannot be scheduled gives both back (#16067 kept the Mamba slot).
+        if not self._alloc_request_state(req, match):
+            self.dec_lock_ref(match.last_device_node)
+            return False
         slots = self.alloc_tokens(len(req.token_ids) - len(match.device_indices))
-        if slots is None or not self._alloc_request_state(req, match):
-            if slots is not None:
-                self.kv_pool.free(slots)
+        if slots is None:
+            self._release_request_state(req)
             self.dec_lock_ref(match.last_device_node)
             return False
         req.kv_indices = torch.cat((match.device_indices, slots))
@@ -109,6 +113,9 @@ class RadixCache(RadixTree):
     def _alloc_request_state(self, req: Req, match: MatchResult) -> bool:
         """hook: allocate per-request state beyond KV slots (Mamba: a state slot)."""
         return True
+
+    def _release_request_state(self, req: Req) -> None:
+        """hook: give back what ``_alloc_request_state`` took, the request not scheduled."""
 
     def extend_request(self, req: Req, tokens: list[int]) -> bool:
         """Decode: allocate slots for new tokens; False when the pool is full."""

@@ -52,6 +52,13 @@ REGISTRY: dict[str, Regression] = {
             "host-leaf set admits nodes with children and deletion skips the parent-link check",
         ),
         Regression("hiradix-pp-sync-no-drain", 3, "HiRadixCache", _PP),
+        Regression(
+            "mamba-slot-failed-schedule",
+            7,
+            "MambaRadixCache",
+            "SGLang #16067: a request whose KV allocation fails keeps the Mamba state slot "
+            "it was given",
+        ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
     )
 }

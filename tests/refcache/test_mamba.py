@@ -104,3 +104,37 @@ def test_lru_unlink_regression_leaves_cycles_only_gc_frees() -> None:
 def test_unknown_regression_is_a_clear_error() -> None:
     with pytest.raises(UnknownRegression, match="Did you mean mamba-lru-unlink"):
         make(("mamba-lru-unlnk",))
+
+
+def requests_that_do_not_fit(cache: MambaRadixCache, seed: int, count: int) -> int:
+    """Admit random requests, finishing each admitted one; how many failed to schedule."""
+    import random
+
+    from refcache.req import Req
+
+    rng, failed = random.Random(seed), 0
+    for rid in range(count):
+        req = Req(rid, [rng.randrange(50) for _ in range(rng.randrange(20, 600))])
+        if cache.alloc_request(req):
+            cache.cache_finished_req(req)
+        else:
+            failed += 1
+    return failed
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000))
+def test_a_request_that_cannot_be_scheduled_gives_its_mamba_slot_back(seed: int) -> None:
+    cache = make()
+    failed = requests_that_do_not_fit(cache, seed, 40)
+    assert failed > 0  # requests above the pool's 400 slots must fail
+    books = cache.pool_accounting()
+    assert {name: a.mismatch for name, a in books.items()} == dict.fromkeys(books, 0)
+    cache.sanity_check()
+
+
+def test_incident_16067_keeps_a_slot_per_failed_schedule() -> None:
+    cache = make(("mamba-slot-failed-schedule",), states=200)
+    failed = requests_that_do_not_fit(cache, 3, 40)
+    assert failed > 0
+    assert cache.pool_accounting()["mamba"].mismatch == -failed  # one slot lost per failure

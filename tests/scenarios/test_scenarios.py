@@ -21,7 +21,8 @@ from harness.registry import load_scenario, scenario_names
 TINY: dict[str, Any] = {"load": {"max_running": 8}}
 LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
-FIXED = ["radix-steady", "radix-idle", *LRU, "himamba-stale-leaf", *PP]  # every scenario, fixed
+IDLE = ["radix-idle", "mamba-pressure"]  # idle-gaps loads: the idle books are read often
+FIXED = ["radix-steady", *IDLE, *LRU, "himamba-stale-leaf", *PP]  # every scenario, fixed
 
 
 @contextmanager
@@ -64,6 +65,24 @@ def test_lru_unlink_leaves_detached_nodes(name: str) -> None:
     finally:
         gc.enable()
     assert detached > 50
+
+
+@pytest.mark.integration
+def test_a_mamba_slot_kept_by_a_failed_schedule_shows_in_the_idle_books() -> None:
+    ctx = RunContext(seed=1, inject=("mamba-slot-failed-schedule",), options=TINY)
+    w = load_scenario("mamba-pressure").build(ctx)
+    try:
+        mismatch = 0.0
+        for _ in range(1500):
+            try:
+                w.step()
+            except MemoryError:  # every slot kept: what production's idle check killed
+                break
+            mismatch = max(mismatch, w.gauges()["idle_pool_mismatch"]())
+        failures = w.gauges()["alloc_failures"]()
+    finally:
+        w.cache.close()  # not w.close(): its end-of-run check would fail on the lost slots
+    assert failures > 0 and mismatch > 0
 
 
 @pytest.mark.integration
