@@ -11,7 +11,7 @@ Incident 1 lives here: the two lists leave removed nodes' pointers set under
 own child (children sit just MRU-side of their parent); once both are deleted,
 ``parent.mamba_prev -> child`` and ``child.parent -> parent`` form a cycle.
 
-Incident 7 (SGLang #16067) lives in ``_release_request_state``: under
+Incident 7 (SGLang #16067) lives in ``_unschedule_request_state``: under
 ``mamba-slot-failed-schedule`` a request whose KV allocation fails keeps the
 state slot it was given, and the idle books of the Mamba pool come up short.
 """
@@ -217,7 +217,7 @@ class MambaRadixCache(HybridRadixCache):
         req.state_slot = slot
         return True
 
-    def _release_request_state(self, req: Req) -> None:
+    def _unschedule_request_state(self, req: Req) -> None:
         # Incident #16067: the failed request kept its slot; the idle check then
         # finds the Mamba pool a slot short ("leaked_mamba_pages") and kills the server.
         if req.state_slot is not None and FAILED_SCHEDULE not in self.inject:

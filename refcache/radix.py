@@ -98,7 +98,7 @@ class RadixCache(RadixTree):
             return False
         slots = self.alloc_tokens(len(req.token_ids) - len(match.device_indices))
         if slots is None:
-            self._release_request_state(req)
+            self._unschedule_request_state(req)
             self.dec_lock_ref(match.last_device_node)
             return False
         req.kv_indices = torch.cat((match.device_indices, slots))
@@ -114,7 +114,7 @@ class RadixCache(RadixTree):
         """hook: allocate per-request state beyond KV slots (Mamba: a state slot)."""
         return True
 
-    def _release_request_state(self, req: Req) -> None:
+    def _unschedule_request_state(self, req: Req) -> None:
         """hook: give back what ``_alloc_request_state`` took, the request not scheduled."""
 
     def extend_request(self, req: Req, tokens: list[int]) -> bool:

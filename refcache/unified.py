@@ -101,6 +101,9 @@ class UnifiedRadixCache(UnifiedTree):
             req.aux["swa_indices"] = slots
         return True
 
+    def _unschedule_request_state(self, req: Req) -> None:
+        self._release_request_state(req)  # KV did not fit: the state and SWA slots go back
+
     def _release_request_state(self, req: Req) -> None:
         if req.state_slot is not None:
             self._states().free(req.state_slot)
