@@ -142,12 +142,13 @@ def cache_scenario(
     regressions: tuple[str, ...] = (),
     load: Load | None = None,
     budgets: tuple[str, ...] = DEFAULT_BUDGETS,
+    shape: TrafficShape | None = None,
     **timing: str,
 ) -> Scenario:
     """A Scenario whose workload is the scheduler over the named cache factory."""
 
     def build(ctx: RunContext) -> CacheWorkload:
-        return build_cache_workload(ctx, factory, cache_options, load)
+        return build_cache_workload(ctx, factory, cache_options, load, shape)
 
     return Scenario(
         name=name,
