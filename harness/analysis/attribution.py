@@ -93,7 +93,10 @@ def where_it_grows(
     if bytes_failing:
         found += [site_finding(s) for s in sites]
         if "heap" in failing:
-            found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows))
+            limit = next((b.limit for b in budgets if b.metric == "heap" and b.kind == "rate"
+                          and b.per == "h"), None)
+            found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows),
+                                    budget_per_h=limit)
         found += tensor_findings(run.owners) + owner_findings(run.owners)
     if "cyclic_garbage" in failing or bytes_failing:
         found += cycle_findings(run.garbage_windows)
@@ -173,12 +176,17 @@ def site_caller(site: Site) -> str | None:
 
 
 def native_finding(
-    heap_per_h: float | None, sites: Sequence[Site], traced: bool = True
+    heap_per_h: float | None, sites: Sequence[Site], traced: bool = True,
+    budget_per_h: float | None = None,
 ) -> list[Finding]:
     """Heap growth that Python allocations do not explain, said in words.
 
-    ``traced``: whether the run had allocation windows; without them nothing
-    tells Python allocations from native ones, and the finding says so.
+    Native when Python's sites explain less than half of it, or when what they
+    leave unexplained breaks the heap budget on its own (a healthy cache's
+    churn inside a 2 s window shows as Python sites too, and must not hide a
+    native leak beside it). ``traced``: whether the run had allocation windows;
+    without them nothing tells Python allocations from native ones, and the
+    finding says so.
     """
     if heap_per_h is None or heap_per_h <= 0:
         return []
@@ -189,9 +197,10 @@ def native_finding(
         )
         return [Finding("heap", "heap", text, per_h=heap_per_h, unit="B")]
     python = sum(s.per_h for s in sites)
-    if python >= NATIVE_SHARE * heap_per_h:
-        return []
     native = heap_per_h - python
+    beyond_budget = budget_per_h is not None and native > budget_per_h
+    if python >= NATIVE_SHARE * heap_per_h and not beyond_budget:
+        return []
     text = (
         f"native memory grows ~{format_rate(native, 'B/h')}: the C heap grows "
         f"{format_rate(heap_per_h, 'B/h')} and Python allocations account for "

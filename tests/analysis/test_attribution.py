@@ -133,3 +133,13 @@ def test_a_lock_leak_names_the_sites_that_locked_the_nodes_still_locked_at_idle(
     assert "locked at refcache/radix.py:93 (alloc_request) (7 of them)" in finding.text
     assert finding.site == "refcache/radix.py:93 (alloc_request)"
     assert lock_findings([{"unreleased_locks": {}}]) == []
+
+
+def test_native_growth_beside_a_healthy_caches_python_churn_is_still_named() -> None:
+    from harness.analysis.attribution import Site, native_finding
+
+    churn = [Site("cache/keys.py:30", (), 18.7e6, None, 2, 2),
+             Site("cache/tree.py:181", (), 17.1e6, None, 2, 2)]
+    [finding] = native_finding(52.9e6, churn, budget_per_h=10e6)  # 17 MB/h unexplained
+    assert finding.text.startswith("native memory grows ~17.1 MB/h")
+    assert native_finding(40e6, churn, budget_per_h=10e6) == []  # 4 MB/h left: within budget
