@@ -315,10 +315,11 @@ def report_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
                    f"{kinds - len(missed)}/{kinds} kinds caught",
                    why=f"not caught: {', '.join(missed)}")
     fixed = [r for r in rows if not r["leaks"]]
-    false = sorted({f"{r['target']} {r['duration_s']:g}s" for r in fixed if r["verdict"] == "leak"})
+    false = [r for r in fixed if r["verdict"] == "leak"]
+    where = sorted({f"{r['target']} {r['duration_s']:g}s" for r in false})
     rec.target("no false leak on the non-leaks", not false,
                f"{len(false)} of {len(fixed)} non-leak runs said leak",
-               why=f"leak on {', '.join(false)}")
+               why=f"leak on {', '.join(where)}")
 
 
 def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:

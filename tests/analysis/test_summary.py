@@ -184,7 +184,7 @@ def test_growth_while_the_cache_still_fills_is_suspicious_and_says_why() -> None
     analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
                          ["rss: 50 MB/h"])
     assert analysis.verdict == "suspicious"
-    assert "but the cache is still filling: cached tokens rose from" in analysis.reasons[0]
+    assert "but the cache is still filling: cached tokens reached" in analysis.reasons[0]
     assert "run until cached_tokens levels off" in analysis.reasons[0]
 
 
