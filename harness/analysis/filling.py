@@ -19,7 +19,7 @@ from harness.runfiles.rundata import Series
 
 FILL_GAUGE = "cached_tokens"
 TAIL_FRACTION = 1 / 3  # the part of the window where filling must still go on
-MIN_RISE = 0.05  # a new high this much above the earlier one: the cache still fills
+MIN_RISE = 0.02  # a new high this much above the earlier one: the cache still fills
 MIN_POINTS = 3  # gauge samples in the tail (every 0.5 s, fewer in allocation windows)
 
 
