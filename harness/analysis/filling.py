@@ -18,7 +18,7 @@ from harness.analysis.units import format_duration
 from harness.runfiles.rundata import Series
 
 FILL_GAUGE = "cached_tokens"
-TAIL_FRACTION = 1 / 3  # the part of the window where filling must still go on
+TAIL_FRACTION = 1 / 3  # the share of the window's samples where filling must still go on
 MIN_RISE = 0.02  # a new high this much above the earlier one: the cache still fills
 MIN_POINTS = 3  # gauge samples in the tail (every 0.5 s, fewer in allocation windows)
 
@@ -26,24 +26,25 @@ MIN_POINTS = 3  # gauge samples in the tail (every 0.5 s, fewer in allocation wi
 def still_filling(series: Series | None, start_s: float, end_s: float) -> str | None:
     """A sentence if ``cached_tokens`` still sets new highs at the end of the window.
 
-    A full cache has reached its level before the last third and only swings
-    below it (evictions, requests in flight); a filling one keeps passing its
-    earlier maximum. Highs, not a slope: a tracemalloc window pauses the load
+    A full cache has reached its level before the last third of its samples and
+    only swings below it (evictions, requests in flight); a filling one keeps
+    passing its earlier maximum. Highs, not a slope: a tracemalloc window pauses the load
     and flattens a filling gauge for two seconds, and a full cache's swings
     can be steep.
     """
     if series is None or not end_s > start_s:
         return None
-    tail_start = end_s - (end_s - start_s) * TAIL_FRACTION
-    ok = np.isfinite(series.v)
-    tail = ok & (series.t >= tail_start) & (series.t <= end_s)
-    before = ok & (series.t >= start_s) & (series.t < tail_start)
-    if np.count_nonzero(tail) < MIN_POINTS or not np.any(before):
+    keep = np.isfinite(series.v) & (series.t >= start_s) & (series.t <= end_s)
+    t, v = series.t[keep], series.v[keep]
+    # The last third of the samples, not of the time: a census of a big heap can stall
+    # the workload (and the gauges) for seconds near the end of a short run.
+    cut = len(v) - max(MIN_POINTS, int(len(v) * TAIL_FRACTION))
+    if cut < 1:
         return None
-    earlier, latest = float(np.max(series.v[before])), float(np.max(series.v[tail]))
+    earlier, latest = float(np.max(v[:cut])), float(np.max(v[cut:]))
     if not earlier > 0 or latest < (1 + MIN_RISE) * earlier:
         return None
-    span = float(series.t[tail][-1] - tail_start)
+    span = float(t[-1] - t[cut])
     return (
         f"the cache is still filling: cached tokens reached {latest:,.0f} in the last "
         f"{format_duration(span)}, above the {earlier:,.0f} held before; growth bounded by its "
