@@ -36,6 +36,7 @@ TOP_SITES = 3
 TOP_OWNERS = 3  # most-grown types whose owners are named
 MIN_AGREE = 2  # a second path is named when this many sampled objects share it
 MIN_PINNED_BYTES = 256 << 10  # storage bytes views keep beyond their own: less is no story
+SMALL_OBJECT = 512  # bytes: CPython serves smaller requests from pymalloc, not malloc
 NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is called native
 # The harness's own scenario driver: its synthetic traffic (conversation histories)
 # and scheduler keep filling towards their bounds for minutes in every run, fixed
@@ -77,6 +78,7 @@ class Site:
     per_kop: float | None
     windows: int  # complete windows it grew in
     of: int  # complete windows in all
+    avg_bytes: float | None = None  # per allocation kept: <= 512 B lives in pymalloc's arenas
 
 
 def where_it_grows(
@@ -130,7 +132,7 @@ def growing_sites(windows: Sequence[Mapping[str, Any]]) -> list[Site]:
     complete = [w for w in windows if w.get("sites") is not None]
     if not complete:
         return []
-    seen: dict[str, list[tuple[float, float | None, tuple[str, ...]]]] = {}
+    seen: dict[str, list[tuple[float, float | None, tuple[str, ...], float | None]]] = {}
     for window in complete:
         span = float(window["t"]) - float(window["from_t"])
         ops = float(window.get("ops", 0))
@@ -138,12 +140,15 @@ def growing_sites(windows: Sequence[Mapping[str, Any]]) -> list[Site]:
             if entry["bytes"] <= 0 or span <= 0:
                 continue
             per_kop = entry["bytes"] / ops * 1000.0 if ops > 0 else None
+            count = entry.get("count") or 0
+            size = entry["bytes"] / count if count > 0 else None
             seen.setdefault(entry["site"], []).append(
-                (entry["bytes"] / span * 3600.0, per_kop, tuple(entry.get("stack", ())))
+                (entry["bytes"] / span * 3600.0, per_kop, tuple(entry.get("stack", ())), size)
             )
     sites = [
-        Site(site, rates[0][2], statistics.median(r for r, _, _ in rates),
-             _median([k for _, k, _ in rates]), len(rates), len(complete))
+        Site(site, rates[0][2], statistics.median(r[0] for r in rates),
+             _median([r[1] for r in rates]), len(rates), len(complete),
+             _median([r[3] for r in rates]))
         for site, rates in seen.items()
         if len(rates) == len(complete) and not site.startswith(DRIVER_SITES)
     ]
@@ -196,14 +201,15 @@ def native_finding(
             "windows to tell Python allocations from native ones (run without --no-attribution)"
         )
         return [Finding("heap", "heap", text, per_h=heap_per_h, unit="B")]
-    python = sum(s.per_h for s in sites)
+    # Objects of 512 B or less live in pymalloc's arenas, not in the C heap.
+    python = sum(s.per_h for s in sites if s.avg_bytes is None or s.avg_bytes > SMALL_OBJECT)
     native = heap_per_h - python
     beyond_budget = budget_per_h is not None and native > budget_per_h
     if python >= NATIVE_SHARE * heap_per_h and not beyond_budget:
         return []
     text = (
         f"native memory grows ~{format_rate(native, 'B/h')}: the C heap grows "
-        f"{format_rate(heap_per_h, 'B/h')} and Python allocations account for "
+        f"{format_rate(heap_per_h, 'B/h')} and Python's allocations over 512 B account for "
         f"{format_rate(python, 'B/h')} of it (malloc from C code, tensor data or a C "
         f"extension); {NATIVE_HINT}"
     )

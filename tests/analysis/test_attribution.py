@@ -17,9 +17,9 @@ from tests.analysis.synth import MB, linear, run_data, times
 NONE = Calibration({})
 
 
-def window(index: int, t: float, sites: dict[str, int]) -> dict[str, Any]:
+def window(index: int, t: float, sites: dict[str, int], size: int = 100) -> dict[str, Any]:
     return {"type": "alloc", "window": index, "t": t, "from_t": t - 1.0, "ops": 500,
-            "sites": [{"site": s, "stack": [s, "caller.py:3"], "bytes": b, "count": b // 100}
+            "sites": [{"site": s, "stack": [s, "caller.py:3"], "bytes": b, "count": b // size}
                       for s, b in sites.items()]}
 
 
@@ -37,10 +37,15 @@ def test_a_site_must_grow_in_every_window_to_be_named() -> None:
 
 
 def test_heap_growth_python_does_not_explain_is_called_native() -> None:
-    (native,) = native_finding(500 * MB, growing_sites(LEAK_THEN_FILL))  # sites: 198 MB/h
+    large = [window(1, 6.0, {"cache.py:40": 50_000}, 4096),
+             window(2, 14.0, {"cache.py:40": 60_000}, 4096)]  # malloc-sized: in the heap
+    (native,) = native_finding(500 * MB, growing_sites(large))  # sites: 198 MB/h
     assert native.kind == "native" and "native memory grows ~302 MB/h" in native.text
     assert "memray" in native.text
-    assert native_finding(300 * MB, growing_sites(LEAK_THEN_FILL)) == []  # mostly explained
+    assert native_finding(300 * MB, growing_sites(large)) == []  # mostly explained
+    # 100-byte objects live in pymalloc's arenas: they explain none of the C heap.
+    (small,) = native_finding(300 * MB, growing_sites(LEAK_THEN_FILL))
+    assert "native memory grows ~300 MB/h" in small.text
     (untraced,) = native_finding(500 * MB, [], traced=False)
     assert "no allocation windows" in untraced.text and "native memory" not in untraced.text
 
@@ -138,8 +143,8 @@ def test_a_lock_leak_names_the_sites_that_locked_the_nodes_still_locked_at_idle(
 def test_native_growth_beside_a_healthy_caches_python_churn_is_still_named() -> None:
     from harness.analysis.attribution import Site, native_finding
 
-    churn = [Site("cache/keys.py:30", (), 18.7e6, None, 2, 2),
-             Site("cache/tree.py:181", (), 17.1e6, None, 2, 2)]
+    churn = [Site("cache/keys.py:30", (), 18.7e6, None, 2, 2, 4096.0),
+             Site("cache/tree.py:181", (), 17.1e6, None, 2, 2, 4096.0)]
     [finding] = native_finding(52.9e6, churn, budget_per_h=10e6)  # 17 MB/h unexplained
     assert finding.text.startswith("native memory grows ~17.1 MB/h")
     assert native_finding(40e6, churn, budget_per_h=10e6) == []  # 4 MB/h left: within budget
