@@ -6,8 +6,9 @@ default sampler and one without the attribution samplers (``--no-attribution``:
 no tracemalloc windows, no owner search at the end). Both runs of a pair share
 the seed and run one after the other, so the machine's other load hits both.
 Reported per target: the judged heap and py_blocks rates with attribution on
-and off (ratio), ops per second of the measured window, and the wall time of
-the whole run (worker start to summary).
+and off (ratio; the target compares the rates that judged a leak), ops per
+second of the measured window, and the wall time of the whole run (worker start
+to summary).
 
 Targets: judged rates with attribution on within 5% of off; wall time at most 10% longer.
 
@@ -48,18 +49,22 @@ def one_run(
     outcome = run(config)
     wall = time.monotonic() - began
     metrics = outcome.summary.metrics
-    rates = {s: judged_rate(metrics, s) for s in SIGNALS}
+    judged = {s: judged_metric(metrics, s) for s in SIGNALS}
     ops = metrics.get("ops_per_s", {}).get("value")
-    return {"verdict": outcome.verdict, "wall_s": wall, "ops_per_s": ops, **rates}
+    return {"verdict": outcome.verdict, "wall_s": wall, "ops_per_s": ops,
+            **{s: m[0] for s, m in judged.items()},
+            "leaking": [s for s, m in judged.items() if m[1] == "leak"]}
 
 
-def judged_rate(metrics: dict[str, Any], signal: str) -> float | None:
-    """The growth the budget on ``signal`` was judged on (the metric with a status)."""
+def judged_metric(metrics: dict[str, Any], signal: str) -> tuple[float | None, str | None]:
+    """The growth the budget on ``signal`` was judged on (the metric with a status), and
+    that status."""
     for name, metric in metrics.items():
         if name.startswith(f"{signal}_") and name.endswith("growth") and metric.get("status"):
             value = metric.get("value")
-            return float(value) if isinstance(value, int | float) else None
-    return None
+            rate = float(value) if isinstance(value, int | float) else None
+            return rate, str(metric["status"])
+    return None, None
 
 
 def ratio(on: float | None, off: float | None) -> float | None:
@@ -91,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                 cells = [target, str(seed), f"{on['verdict']} / {off['verdict']}"]
                 for signal in SIGNALS:
                     r = ratio(on[signal], off[signal])
-                    if r is not None and abs(off[signal] or 0) > 0:
-                        ratios.append((target, signal, r))
+                    if r is not None and signal in off["leaking"]:
+                        ratios.append((target, signal, r))  # only a leak's judged rate
                     cells.append(f"{shown(on[signal])} / {shown(off[signal])} ({shown(r)}x)")
                 cells += [f"{shown(on['ops_per_s'])} / {shown(off['ops_per_s'])}",
                           f"{on['wall_s']:.1f} / {off['wall_s']:.1f} s ({wall:+.1%})"]
@@ -103,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             "wall time of the whole run.")
     rec.table(["target", "seed", "verdict on / off", "heap on / off", "py_blocks on / off",
                "ops/s on / off", "wall on / off"], rows)
-    # Only rates that are a leak's: a healthy cache's near-zero slopes give any ratio.
-    leak_ratios = [abs(r - 1) for t, _, r in ratios if BY_NAME[t].leaks]
+    # Only the rates that judged a leak: near-zero slopes of the others give any ratio.
+    leak_ratios = [abs(r - 1) for _, _, r in ratios]
     worst = max(leak_ratios, default=None)
     rec.target("judged leak rates with attribution on within 5% of off", worst is not None
                and worst <= 0.05, f"worst {worst:.1%}" if worst is not None else "no rates",
