@@ -194,8 +194,21 @@ class HarnessAdapter:
         return Match(self._slots(probe, len(pages) * PAGE), tuple(pages))
 
     def insert(self, key: Any, value: Any, extra: dict[str, Any] | None = None) -> int:
-        raise NotImplementedError("PagedEngine caches through commit(); the scenarios never "
-                                  "insert directly")
+        """Publish the full pages behind ``value``'s slots; the leading tokens cached already.
+
+        The scheduler caches through ``cache_*_req`` (``commit``); this serves callers
+        that insert directly. Each page is named by its first slot, as ``_slots`` lays
+        them out; the caller keeps its own references to the pages."""
+        cached = int(self.match_prefix(key).device_indices.numel())
+        full = len(key.token_ids) // PAGE * PAGE
+        pages = [self.engine.pages[int(slot) // PAGE] for slot in value[:full:PAGE]]
+        seq = Sequence(list(key.token_ids)[:full])
+        for page in pages:
+            self.engine._hold(page)
+        seq.pages = pages
+        self.engine.commit(seq)
+        self.engine.release(seq)
+        return cached
 
     def evict(self, num_tokens: int, **per_pool: int) -> int:
         freed = 0

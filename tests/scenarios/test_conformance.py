@@ -49,3 +49,19 @@ def test_the_second_example_with_its_own_request_type_conforms_in_every_scenario
     out = capsys.readouterr().out
     assert code == 0, out
     assert "conforms: every scenario ran." in out and "PROBLEM" not in out
+
+
+def test_the_paged_adapter_inserts_directly_and_finds_what_it_inserted() -> None:
+    from examples.paged_engine import PAGE, Sequence, make
+    from refcache.keys import RadixKey
+
+    cache = make(kv_size=16 * PAGE)
+    seq = Sequence(list(range(2 * PAGE + 3)))
+    assert cache.engine.append(seq, [], grow_only=True)  # the caller's own pages
+    key, value = RadixKey.of(seq.tokens), cache._slots(seq)
+    assert cache.insert(key, value) == 0
+    assert cache.match_prefix(key).device_indices.tolist() == value[: 2 * PAGE].tolist()
+    assert cache.insert(key, value) == 2 * PAGE  # both full pages are cached now
+    cache.engine.release(seq)
+    books = cache.pool_accounting()["full"]
+    assert books.mismatch == 0 and books.protected == 0
