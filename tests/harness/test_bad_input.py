@@ -50,32 +50,35 @@ BAD: list[tuple[list[str], str]] = [
     (["check", "--target", "notamodule"], "is not 'module:callable'"),
     (["check", "--budget", "rss 50"], "names no metric"),
     (["check", "--budget", "rss: 5 parsecs/h"], "rss: 5 parsecs/h"),
-    (["report", "/tmp/badin/no/such/path"], "does not exist"),
-    (["report", "/tmp/badin/empty"], "no run folder"),
-    (["report", "/tmp/badin/corrupt"], "summary.json"),
-    (["compare", "/tmp/badin/no/a", "/tmp/badin/no/b"], "/tmp/badin/no/a"),
-    (["compare", "/tmp/badin/empty", "/tmp/badin/empty"], "/tmp/badin/empty"),
-    (["history", "--db", "/tmp/badin/no/such.sqlite"], "/tmp/badin/no/such.sqlite"),
-    (["history", "--db", "/tmp/badin/notadb.sqlite"], "/tmp/badin/notadb.sqlite"),
+    (["report", "{base}/no/such/path"], "does not exist"),
+    (["report", "{base}/empty"], "no run folder"),
+    (["report", "{base}/corrupt"], "summary.json"),
+    (["compare", "{base}/no/a", "{base}/no/b"], "{base}/no/a"),
+    (["compare", "{base}/empty", "{base}/empty"], "{base}/empty"),
+    (["history", "--db", "{base}/no/such.sqlite"], "{base}/no/such.sqlite"),
+    (["history", "--db", "{base}/notadb.sqlite"], "{base}/notadb.sqlite"),
     (["history", "--nights", "0"], "--nights"),
     (["list", "--verbose"], "unrecognized arguments: --verbose"),
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def inputs() -> None:
-    base = Path("/tmp/badin")
-    (base / "empty").mkdir(parents=True, exist_ok=True)
-    (base / "corrupt").mkdir(parents=True, exist_ok=True)
-    (base / "corrupt" / "summary.json").write_text("{not json")
-    (base / "notadb.sqlite").write_text("garbage, not a database")
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folders and files the report, compare and history rows point at."""
+    root = tmp_path_factory.mktemp("badin")
+    (root / "empty").mkdir()
+    (root / "corrupt").mkdir()
+    (root / "corrupt" / "summary.json").write_text("{not json")
+    (root / "notadb.sqlite").write_text("garbage, not a database")
+    return root
 
 
 @pytest.mark.parametrize(("argv", "words"), BAD, ids=[" ".join(a) or "(none)" for a, _ in BAD])
 def test_bad_input_is_one_sentence_and_exit_2(
-    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str], words: str, base: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(argv)
+    code = main([arg.format(base=base) for arg in argv])
+    words = words.format(base=base)
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert code == 2, (captured.out, err)
