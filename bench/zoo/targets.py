@@ -29,6 +29,7 @@ from bench.zoo.non_leaks import (
     Sawtooth,
 )
 from bench.zoo.python_leaks import DictRetention, EvictedCycles, SmallObjects
+from bench.zoo.resource_leaks import FileLeak, ThreadLeak
 from bench.zoo.state_leaks import IdleLeak, LockLeak
 
 MB = 1e6
@@ -45,7 +46,7 @@ class ZooTarget:
     site: str
     leaks: bool
     default_rate: float  # per hour, in ``unit``; 0 for the non-leaks
-    unit: str = "B"  # of the rate and the ledger: "B" or "tok"
+    unit: str = "B"  # of the rate and the ledger: "B", "tok", "threads" or "fds"
     load: Mapping[str, Any] = field(default_factory=dict)  # scheduler Load overrides
     # Words that name the culprit in "Where it grows": the attribute that keeps
     # it, the class, the site's file, or for native memory the word itself.
@@ -74,6 +75,10 @@ ZOO: tuple[ZooTarget, ...] = (
               culprit=("match_log", "python_leaks.py")),
     ZooTarget("mmap_pages", "anonymous mmap pages", "evict", True, 200 * MB,
               culprit=("mappings", "native_leaks.py")),
+    ZooTarget("thread_leak", "threads never joined", "cache_finished_req", True, 1800,
+              unit="threads", culprit=("ThreadLeak._flush",)),
+    ZooTarget("file_leak", "files never closed", "evict", True, 1800, unit="fds",
+              culprit=("open file descriptors", "file in")),
     ZooTarget("fixed", "fixed cache", "-", False, 0.0),
     ZooTarget("bounded_memo", "bounded memo", "match_prefix", False, 0.0),
     ZooTarget("sawtooth", "sawtooth", "check_hicache_events", False, 0.0),
@@ -111,6 +116,8 @@ lock_leak = _paced(LockLeak, "lock_leak", quantum=1)
 idle_leak = _paced(IdleLeak, "idle_leak")
 small_objects = _paced(SmallObjects, "small_objects")
 mmap_pages = _paced(MmapPages, "mmap_pages")
+thread_leak = _paced(ThreadLeak, "thread_leak", quantum=1)
+file_leak = _paced(FileLeak, "file_leak", quantum=1)
 slow_leak = _paced(DictRetention, "slow_leak")
 
 

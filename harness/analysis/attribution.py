@@ -12,6 +12,8 @@ names a culprit only for budgets that failed (``leak``) or nearly did
   sample of the most-grown type alive, from a module or a long-lived object;
 - the C heap against Python allocations: heap growth that no Python site
   accounts for is native (malloc from C code, tensor data, a C extension);
+- resident shared memory: pages mapped outside malloc and pymalloc
+  (``mmap(-1, n)``, shared memory), which no allocation window sees;
 - explained cycles: for cyclic garbage, the cycle with its attribute names;
 - level budgets on gauges (a lock never released, accounting that does not
   add up at idle): the gauge and what it held.
@@ -31,6 +33,7 @@ from harness.analysis.verdict import Judgement
 from harness.runfiles.rundata import RunData
 
 FAILING = ("leak", "suspicious")
+ALLOCATED_SIGNALS = ("heap", "py_blocks", "rss", "uss")  # growth allocation windows can explain
 MIN_SHARE = 0.1  # a Python site below this share of the sites' growth is not named
 TOP_SITES = 3
 TOP_OWNERS = 3  # most-grown types whose owners are named
@@ -43,10 +46,13 @@ NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is call
 # or not. They drive the code under test; they are not it, so they are never named.
 DRIVER_SITES = ("scenarios/workloads/",)
 HARNESS_ROOT = "frame harness.worker."  # owner paths start at the worker's own frame
-NATIVE_HINT = (
-    "native stacks: run the scenario under memray with native traces "
-    "(pip install memray; memray run --native)"
+NATIVE_HINT = "native sites: pip install 'leak-harness[native]' (memray) and run again"
+NATIVE_BLIND = (
+    "the native window (memray) saw none of it still held: malloc reached through ctypes "
+    "or dlsym bypasses its hooks"
 )
+TOP_NATIVE = 3
+PYTHON_ALLOCATORS = ("_PyObject_", "PyObject_", "_PyMem_", "PyMem_")
 
 
 @dataclass(frozen=True)
@@ -91,17 +97,24 @@ def where_it_grows(
         return []
     found: list[Finding] = []
     sites = growing_sites(run.alloc_windows)
-    bytes_failing = any(name in failing for name in ("heap", "py_blocks", "rss", "uss"))
-    if bytes_failing:
+    # Allocation windows see what goes through Python's and C's allocators;
+    # shared mappings bypass both, so only the owner search can find their holders.
+    allocated_failing = any(name in failing for name in ALLOCATED_SIGNALS)
+    bytes_failing = allocated_failing or "shmem" in failing
+    if allocated_failing:
         found += [site_finding(s) for s in sites]
         if "heap" in failing:
             limit = next((b.limit for b in budgets if b.metric == "heap" and b.kind == "rate"
                           and b.per == "h"), None)
             found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows),
-                                    budget_per_h=limit)
+                                    budget_per_h=limit, native_windows=run.native_windows)
+    if "shmem" in failing:
+        found += shmem_finding(rates.get("shmem"))
+    if bytes_failing:
         found += tensor_findings(run.owners) + owner_findings(run.owners)
     if "cyclic_garbage" in failing or bytes_failing:
         found += cycle_findings(run.garbage_windows)
+    found += resource_findings(run, failing, rates)
     if "locked_while_idle" in failing:
         found += lock_findings(run.notes)
     for budget, judgement in zip(budgets, judgements, strict=True):
@@ -182,7 +195,7 @@ def site_caller(site: Site) -> str | None:
 
 def native_finding(
     heap_per_h: float | None, sites: Sequence[Site], traced: bool = True,
-    budget_per_h: float | None = None,
+    budget_per_h: float | None = None, native_windows: Sequence[Mapping[str, Any]] = (),
 ) -> list[Finding]:
     """Heap growth that Python allocations do not explain, said in words.
 
@@ -191,7 +204,8 @@ def native_finding(
     churn inside a 2 s window shows as Python sites too, and must not hide a
     native leak beside it). ``traced``: whether the run had allocation windows;
     without them nothing tells Python allocations from native ones, and the
-    finding says so.
+    finding says so. ``native_windows``: the native window's records (memray, when
+    installed); their sites replace the hint on how to get them.
     """
     if heap_per_h is None or heap_per_h <= 0:
         return []
@@ -211,9 +225,75 @@ def native_finding(
         f"native memory grows ~{format_rate(native, 'B/h')}: the C heap grows "
         f"{format_rate(heap_per_h, 'B/h')} and Python's allocations over 512 B account for "
         f"{format_rate(python, 'B/h')} of it (malloc from C code, tensor data or a C "
-        f"extension); {NATIVE_HINT}"
+        f"extension); {native_sites_text(native_windows)}"
     )
     return [Finding("native", "heap", text, per_h=native, unit="B")]
+
+
+def native_site_counts(site: Mapping[str, Any]) -> bool:
+    """Whether a native window's site can explain native growth.
+
+    Python's own allocator functions are Python allocations (the allocation
+    windows' business), and the scenario driver is never the culprit.
+    """
+    python_allocator = str(site["native"]).startswith(PYTHON_ALLOCATORS)
+    return not python_allocator and not any(d in str(site["python"]) for d in DRIVER_SITES)
+
+
+def native_sites_text(windows: Sequence[Mapping[str, Any]]) -> str:
+    """The native window's top sites in words, or how to get them."""
+    if not windows:
+        return NATIVE_HINT
+    window = windows[-1]
+    span = float(window["t"]) - float(window["from_t"])
+    sites = [s for s in window.get("sites") or [] if s["bytes"] > 0 and native_site_counts(s)]
+    sites = sites[:TOP_NATIVE]
+    if not sites or span <= 0:
+        return NATIVE_BLIND
+    named = "; ".join(
+        f"{s['native']} from {s['python']} ({format_rate(s['bytes'] * 3600 / span, 'B/h')}, "
+        f"{s['count']} allocations)" for s in sites
+    )
+    return f"native sites still held after a {span:.1f} s window (memray): {named}"
+
+
+def shmem_finding(shmem_per_h: float | None) -> list[Finding]:
+    """Growth of resident shared memory, which neither malloc nor Python's allocator sees."""
+    if shmem_per_h is None or shmem_per_h <= 0:
+        return []
+    text = (
+        f"shared memory grows ~{format_rate(shmem_per_h, 'B/h')} (resident pages of "
+        "mmap(-1, n), multiprocessing.shared_memory, tensors in shared memory or mapped "
+        "/dev/shm files: mappings that are never closed); the C heap and Python's "
+        "allocators do not see them; an owner path below holds the mapping objects"
+    )
+    return [Finding("shared", "shmem", text, per_h=shmem_per_h, unit="B")]
+
+
+RESOURCE_WORDS = {
+    "threads": ("threads", "live threads run",
+                "started and never joined (a thread per unit of work)"),
+    "fds": ("open file descriptors", "open descriptors are", "opened and never closed"),
+}
+
+
+def resource_findings(
+    run: RunData, failing: Mapping[str, Judgement], rates: Mapping[str, float]
+) -> list[Finding]:
+    """Threads or descriptors that grow, with what they run or point at (the census at stop)."""
+    census = run.event("resources") or {}
+    found = []
+    for signal, (noun, groups_are, cause) in RESOURCE_WORDS.items():
+        if signal not in failing:
+            continue
+        groups = census.get(signal) or []
+        held = "; ".join(f"{g['count']} {g['what']}" for g in groups) or "no census was taken"
+        rate = rates.get(signal)
+        grows = f"grow ~{format_rate(rate, '/h')}" if rate is not None else "grow"
+        text = f"{noun} {grows}, {cause}; at the end {groups_are}: {held}"
+        site = str(groups[0]["what"]) if groups else None
+        found.append(Finding("resources", signal, text, site=site, per_h=rate))
+    return found
 
 
 def owner_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:

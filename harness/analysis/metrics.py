@@ -8,9 +8,11 @@ Metric names for a series ``p`` (``rss``, ``uss`` or a gauge name), unit ``u``
 - ``p_tail_growth`` (u/h, CI): when the last third levelled off or sped up;
 - ``p_after_step_growth`` (u/h, CI) and ``p_step`` (u): when one step was found;
 - ``p_max`` (u): highest sample after warm-up; ``p_noise`` (ratio): spread / growth;
-- ``p_resolution`` (u/h): for rss, uss, heap and py_blocks, the smallest growth
-  this run can confirm: half the judged slope's interval plus the calibrated
-  growth of a healthy run over the same window (:mod:`harness.analysis.calibration`).
+- ``p_resolution`` (u/h): for rss, uss, heap, py_blocks and shmem, the smallest
+  growth this run can confirm: half the judged slope's interval plus the
+  calibrated growth of a healthy run over the same window
+  (:mod:`harness.analysis.calibration`), and at least one page over the window
+  for shmem.
 
 A budget's ``budget`` and ``status`` go on the metric it was judged on.
 """

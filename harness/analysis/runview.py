@@ -34,6 +34,10 @@ GARBAGE = "cyclic_garbage"
 FILLING_RULE = "-filling"  # suffix of a leak rule downgraded while the cache fills
 # Signals a healthy cache grows by itself, judged on their excess (calibration).
 CALIBRATED = ("rss", "uss", "heap", "py_blocks")
+# Signals whose resolution a run states: the calibrated ones, and shared memory,
+# which a healthy cache does not grow at all (its floor is one page per window).
+RESOLVED = (*CALIBRATED, "shmem")
+QUANTUM = {"shmem": 4096.0}  # the smallest step a series moves by, in its unit
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
 BRIDGE_SAMPLES = 5  # samples each side of a window that set the level it is bridged at
@@ -175,14 +179,17 @@ class RunView:
         """The smallest growth per hour this run can confirm in ``name``.
 
         Half the judged slope's interval (the noise of this run at this length)
-        plus the calibrated healthy growth over the same window.
+        plus the calibrated healthy growth over the same window; never less than
+        the series' smallest step (a page of shared memory) over the window.
         """
         trend = self.trend(name, self.end_s) if name in self.series else None
         if trend is None:
             return None
         slope = trend.judged
         allowed = self.allowance(name, slope.span_s)
-        return (slope.ci[1] - slope.ci[0]) / 2.0 + (allowed.per_h if allowed else 0.0)
+        noise = (slope.ci[1] - slope.ci[0]) / 2.0 + (allowed.per_h if allowed else 0.0)
+        step_per_h = QUANTUM.get(name, 0.0) * 3600.0 / slope.span_s if slope.span_s > 0 else 0.0
+        return max(noise, step_per_h)
 
     def shape_details(self) -> dict[str, Any]:
         """Per series: measured window, judged basis, shapes found and the fitted line.
@@ -238,9 +245,9 @@ def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:
 
 
 def describe_resolution(view: RunView) -> list[str]:
-    """One sentence: the smallest growth each calibrated signal can confirm in this run."""
+    """One sentence: the smallest growth each byte and block signal can confirm in this run."""
     parts = []
-    for name in CALIBRATED:
+    for name in RESOLVED:
         smallest = view.resolution(name)
         if smallest is not None:
             parts.append(f"{name} >= {format_rate(smallest, view.series[name].unit + '/h')}")

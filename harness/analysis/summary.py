@@ -23,9 +23,9 @@ from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
 from harness.analysis.runview import (
-    CALIBRATED,
     FILLING_RULE,
     GARBAGE,
+    RESOLVED,
     RunView,
     describe_resolution,
     describe_shapes,
@@ -147,7 +147,7 @@ def _metrics(view: RunView) -> dict[str, Metric]:
         held = view.level(name, view.end_s)
         if held is not None:
             found.update(level_metric(name, held, series.unit))
-        smallest = view.resolution(name) if name in CALIBRATED else None
+        smallest = view.resolution(name) if name in RESOLVED else None
         if smallest is not None:
             found[f"{name}_resolution"] = Metric(
                 smallest, f"{series.unit}/h", note="smallest growth this run can confirm (95%)"

@@ -62,6 +62,7 @@ class RunDataBuilder:
             "garbage": self.data.garbage_windows,
             "objects": self.data.object_windows,
             "alloc": self.data.alloc_windows,
+            "native": self.data.native_windows,
             "owners": self.data.owners,
             "notes": self.data.notes,
             "event": self.data.events,

@@ -11,7 +11,8 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
 - ``rss``:     ``rss``, ``uss`` (bytes; ``uss`` may be null), ``ops`` (cumulative)
 - ``gc``:      ``gen``, ``collected``, ``uncollectable``, ``pause_s``, ``ops``
 - ``heap``:    ``py_blocks`` (Python allocated blocks), and where available
-               ``heap`` (C heap bytes in use), ``cuda_allocated`` and
+               ``heap`` (C heap bytes in use), ``shmem`` (resident shared
+               memory bytes), ``cuda_allocated`` and
                ``cuda_reserved`` (bytes), ``ops``
 - ``gauges``:  ``values`` ({name: float}), ``ops``
 - ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
@@ -23,6 +24,9 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
 - ``alloc``:   one allocation window: ``window`` (1, 2, ...), ``from_t`` (its
                baseline snapshot), ``ops`` (done since), ``sites`` (list of
                ``site``, ``stack``, ``bytes``, ``count``: retained growth per owning frame)
+- ``native``:  one native window (memray, only when installed): ``from_t``,
+               ``ops``, ``sites`` (``native`` function, ``python`` caller,
+               ``bytes``, ``count``: what it still held when it closed), ``seconds``
 - ``owners``:  once, at the end (after ``loop_end``): what holds the types that grew
                most. ``paths`` (one entry per grown type: ``type``, ``qualname``,
                ``grew``, ``count``, ``tracked``, ``path`` like ``"mod.HOLDER ->
@@ -89,6 +93,7 @@ class RunData:
     garbage_windows: list[dict[str, Any]] = field(default_factory=list)
     object_windows: list[dict[str, Any]] = field(default_factory=list)
     alloc_windows: list[dict[str, Any]] = field(default_factory=list)
+    native_windows: list[dict[str, Any]] = field(default_factory=list)  # memray, when installed
     owners: list[dict[str, Any]] = field(default_factory=list)  # one line per run, at the end
     notes: list[dict[str, Any]] = field(default_factory=list)  # the workload's, at loop end
     events: list[dict[str, Any]] = field(default_factory=list)

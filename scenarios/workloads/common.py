@@ -23,9 +23,12 @@ from scenarios.workloads.traffic import Traffic, TrafficShape
 
 # Every cache scenario's budgets. The signals any process has: RSS (what production
 # alarms on), the C heap and Python's blocks (exact, flat on a healthy cache, so
-# they resolve small rates in short runs), cyclic garbage. Then the idle checks
+# they resolve small rates in short runs), resident shared memory (mappings that
+# bypass both allocators; flat too), threads and open file descriptors (a thread
+# or a file kept per unit of work holds almost no memory), cyclic garbage. Then the idle checks
 # SGLang runs: the pools' books add up, nothing stays locked with nothing running.
 GENERIC_BUDGETS = ("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 250000 /h",
+                   "shmem: 10 MB/h", "threads: 100 /h", "fds: 100 /h",
                    "cyclic_garbage: 0.5 /kop")
 IDLE_BUDGETS = ("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0")
 DEFAULT_BUDGETS = (*GENERIC_BUDGETS, *IDLE_BUDGETS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from harness.analysis.attribution import growing_sites, native_finding, where_it_grows
 from harness.analysis.budgets import parse_budget
@@ -148,3 +149,68 @@ def test_native_growth_beside_a_healthy_caches_python_churn_is_still_named() -> 
     [finding] = native_finding(52.9e6, churn, budget_per_h=10e6)  # 17 MB/h unexplained
     assert finding.text.startswith("native memory grows ~17.1 MB/h")
     assert native_finding(40e6, churn, budget_per_h=10e6) == []  # 4 MB/h left: within budget
+
+
+def shmem_run(per_h: float) -> Any:
+    run = heap_run(0.0, LEAK_THEN_FILL)  # the healthy churn the windows always see
+    t = run.memory["heap"].t
+    run.memory["shmem"] = Series(t, np.floor(linear(t, per_h) / 4096) * 4096, "B")
+    run.owners = [{"paths": [{"type": "mmap", "grew": 40, "sampled": 8, "agree": 8,
+                              "path": "Cache.mappings -> list[39] -> mmap"}]}]
+    return run
+
+
+def test_shared_memory_growth_names_the_mappings_owner_and_no_allocation_site() -> None:
+    budgets = ["heap: 10 MB/h", "shmem: 10 MB/h"]
+    leak = summarize(shmem_run(200 * MB), budgets, calibration=NONE)
+    texts = [w["text"] for w in leak.details["where"]]
+    assert leak.verdict == "leak"
+    assert texts[0].startswith("shared memory grows ~200 MB/h")
+    assert "mmap (+40, 8 of 8 sampled) is held by Cache.mappings -> list[39] -> mmap" in texts
+    # The heap passed: tracemalloc's sites explain allocations, not shared pages.
+    assert not any("cache.py:40" in text for text in texts)
+    healthy = summarize(shmem_run(0.0), budgets, calibration=NONE)
+    assert healthy.verdict == "pass"
+    assert [w["kind"] for w in healthy.details["where"]] == ["none"]
+
+
+def test_a_flat_shared_memory_series_states_a_resolution_of_a_page_per_window() -> None:
+    result = summarize(shmem_run(0.0), ["shmem: 10 MB/h"], calibration=NONE)
+    smallest = result.metrics["shmem_resolution"].value
+    assert smallest == pytest.approx(4096 * 3600 / 18.0, rel=0.15)  # a page over the window
+    assert any("shmem >= " in reason for reason in result.reasons)
+
+
+def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
+    t = times(20, 10.0)
+    run = run_data((t, linear(t, 0.0, base=300 * MB)), warmup_end_s=2.0, loop_end_s=20.0)
+    run.memory["threads"] = Series(t, np.floor(t / 2.0) + 3, "")  # one more every 2 s
+    run.memory["fds"] = Series(t, np.full(t.size, 9.0), "")
+    run.events.append({"type": "event", "name": "resources", "t": 20.0,
+                       "threads": [{"what": "Flush.run (cache.py:12)", "count": 10}],
+                       "fds": [{"what": "socket", "count": 2}]})
+    result = summarize(run, ["threads: 100 /h", "fds: 100 /h"], calibration=NONE)
+    (finding,) = result.details["where"]
+    assert result.verdict == "leak" and finding["signal"] == "threads"
+    assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps
+    assert "started and never joined" in finding["text"]
+    assert finding["text"].endswith("live threads run: 10 Flush.run (cache.py:12)")
+
+
+def test_native_growth_names_the_native_window_sites_or_says_how_to_get_them() -> None:
+    native = [{"type": "native", "t": 12.0, "from_t": 10.0, "ops": 900, "sites": [
+        {"native": "_PyObject_Malloc", "python": "cache.py:9 (put)", "bytes": 90_000, "count": 9},
+        {"native": "c10::alloc_cpu", "python": "scenarios/workloads/traffic.py:95 (reply)",
+         "bytes": 80_000, "count": 9},
+        {"native": "c10::alloc_cpu", "python": "cache.py:47 (insert)", "bytes": 50_000,
+         "count": 5}]}]
+    (named,) = native_finding(500 * MB, [], native_windows=native)
+    assert named.text.endswith("native sites still held after a 2.0 s window (memray): "
+                               "c10::alloc_cpu from cache.py:47 (insert) (90 MB/h, "
+                               "5 allocations)")
+    (hint,) = native_finding(500 * MB, [])
+    assert hint.text.endswith("native sites: pip install 'leak-harness[native]' (memray) and "
+                              "run again")
+    blind = [{**native[0], "sites": native[0]["sites"][:2]}]
+    (unseen,) = native_finding(500 * MB, [], native_windows=blind)
+    assert "bypasses its hooks" in unseen.text

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import mmap
 import sys
+import threading
+from typing import Any
 
 import pytest
 
-from harness.worker.samplers.heap import HeapSampler, cuda_unavailable, load_heap_reader
+from harness.worker.samplers.allocations import short
+from harness.worker.samplers.heap import (
+    HeapSampler,
+    count_fds,
+    cuda_unavailable,
+    load_heap_reader,
+    read_status,
+)
 from tests.harness.test_samplers import FakeClock, Recorder
 
 MB = 1_000_000
@@ -112,3 +122,69 @@ def test_cuda_allocator_bytes_are_sampled_when_torch_sees_a_device(
     assert last["cuda_allocated"] - first["cuda_allocated"] == 4_096
     assert last["cuda_reserved"] == 2 * MB
     assert not [e for e in sink.of("event") if e.get("signal") == "cuda"]
+
+
+@pytest.mark.skipif(read_status() is None, reason="needs Linux's /proc/self/status")
+def test_shared_memory_sees_anonymous_mappings_that_both_allocators_miss() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler(interval_s=0.1)
+    sampler.start(sink, clock)
+    mapping = mmap.mmap(-1, 64 * mmap.PAGESIZE)  # MAP_SHARED: shmem pages, not malloc's
+    for offset in range(0, len(mapping), mmap.PAGESIZE):
+        mapping[offset] = 1  # resident only once touched
+    clock.now = 0.1
+    sampler.poll(0.1, ops=1)
+    sampler.stop()
+    first, grown = sink.of("heap")[0], sink.of("heap")[1]
+    assert grown["shmem"] - first["shmem"] == 64 * mmap.PAGESIZE
+    assert abs(grown["heap"] - first["heap"]) < 64 * mmap.PAGESIZE  # malloc saw none of it
+    mapping.close()
+
+
+@pytest.mark.skipif(count_fds() is None, reason="needs Linux's /proc/self/fd")
+def test_threads_and_descriptors_are_counted_and_named_at_stop(tmp_path: Any) -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler(interval_s=0.1)
+    sampler.start(sink, clock)
+    done = threading.Event()
+    parked = [threading.Thread(target=done.wait, daemon=True) for _ in range(3)]
+    for thread in parked:
+        thread.start()
+    files = [open(tmp_path / f"f{i}", "wb") for i in range(4)]  # noqa: SIM115 (kept open)
+    clock.now = 0.1
+    sampler.poll(0.1, ops=1)
+    sampler.stop()
+    first, grown = sink.of("heap")[0], sink.of("heap")[1]
+    assert grown["threads"] - first["threads"] == 3 and grown["fds"] - first["fds"] == 4
+    (census,) = [e for e in sink.of("event") if e["name"] == "resources"]
+    wait = threading.Event.wait.__code__
+    origin = f"Event.wait ({short(wait.co_filename)}:{wait.co_firstlineno})"
+    assert {"what": origin, "count": 3} in census["threads"]
+    assert {"what": f"file in {tmp_path}", "count": 4} in census["fds"]
+    done.set()
+    for thread in parked:
+        thread.join()
+    for file in files:
+        file.close()
+
+
+def test_status_and_descriptors_without_proc_are_unavailable_with_a_reason(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmRSS:\t  1000 kB\n", encoding="utf-8")
+    assert read_status(str(status)) is None and read_status(str(tmp_path / "none")) is None
+    status.write_text("Threads:\t3\nRssShmem:\t      12 kB\n", encoding="utf-8")
+    assert read_status(str(status)) == {"shmem": 12 * 1024, "threads": 3}
+    assert count_fds(str(tmp_path / "none")) is None
+    monkeypatch.setattr("harness.worker.samplers.heap.read_status", lambda path="": None)
+    monkeypatch.setattr("harness.worker.samplers.heap.count_fds", lambda path="": None)
+    clock, sink = FakeClock(), Recorder()
+    sampler = HeapSampler()
+    sampler.start(sink, clock)
+    sampler.stop()
+    reasons = {e["signal"]: e["reason"] for e in sink.of("event")
+               if e["name"] == "signal_unavailable"}
+    assert "RssShmem" in reasons["shmem"] and "Threads" in reasons["threads"]
+    assert "/proc/self/fd" in reasons["fds"]
+    assert not {"shmem", "threads", "fds"} & set(sink.of("heap")[0])

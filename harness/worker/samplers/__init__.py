@@ -17,6 +17,7 @@ from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.gc_events import GcEventsSampler
 from harness.worker.samplers.heap import HeapSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
+from harness.worker.samplers.native import NativeSampler
 from harness.worker.samplers.objects import ObjectsSampler
 from harness.worker.samplers.owners import OwnersSampler
 from harness.worker.samplers.rss import RssSampler
@@ -31,16 +32,17 @@ if TYPE_CHECKING:  # the config names samplers from this registry: no import at 
 # sampler stops last so its final sample follows the probe.
 SAMPLER_TYPES = (
     GcEventsSampler, HeapSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
-    AllocationSampler, OwnersSampler, MallocTrimSampler, RssSampler,
+    AllocationSampler, NativeSampler, OwnersSampler, MallocTrimSampler, RssSampler,
 )
 # Allocation windows: two, at these fractions of the measured window, so growth in
 # both tells a leak from a structure still filling; each at most ALLOC_SHARE of it.
 ALLOC_AT = (0.25, 0.65)
 ALLOC_SHARE = 1 / 12
+NATIVE_AT = 0.45  # the native window (memray, when installed): between the two
 OPS_ONLY_SPAN_S = 60.0  # where windows go when only an op count bounds the run
 SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
 # The samplers that only say where growth comes from (``--no-attribution`` drops them).
-ATTRIBUTION_SAMPLERS = (AllocationSampler.name, OwnersSampler.name)
+ATTRIBUTION_SAMPLERS = (AllocationSampler.name, NativeSampler.name, OwnersSampler.name)
 
 
 def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampler]:
@@ -53,6 +55,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),
         AllocationSampler(*allocation_windows(config)),
+        NativeSampler(*native_window(config)),
         OwnersSampler(),
         MallocTrimSampler(),
         RssSampler(every.rss_s, every.uss_s),
@@ -62,10 +65,21 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
 
 def allocation_windows(config: RunConfig) -> tuple[list[float], float]:
     """Start times and length of the allocation windows, on the run's clock."""
+    warm, span = _measured_span(config)
+    length = min(config.intervals.alloc_window_s, span * ALLOC_SHARE)
+    return [warm + at * span for at in ALLOC_AT], length
+
+
+def native_window(config: RunConfig) -> tuple[float, float]:
+    """Start time and length of the native window: as long as an allocation window."""
+    warm, span = _measured_span(config)
+    return warm + NATIVE_AT * span, min(config.intervals.alloc_window_s, span * ALLOC_SHARE)
+
+
+def _measured_span(config: RunConfig) -> tuple[float, float]:
     warm = config.warmup_s
     span = (config.duration_s - warm) if config.duration_s is not None else OPS_ONLY_SPAN_S
-    length = min(config.intervals.alloc_window_s, max(span, 0.0) * ALLOC_SHARE)
-    return [warm + at * span for at in ALLOC_AT], length
+    return warm, max(span, 0.0)
 
 
 __all__ = [
