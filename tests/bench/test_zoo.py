@@ -39,6 +39,8 @@ PACED: dict[str, dict[str, Any]] = {
     "small_objects": {"rate": BYTES_RATE},
     "mmap_pages": {"rate": BYTES_RATE},
     "slow_leak": {"rate": BYTES_RATE},
+    "thread_leak": {"rate": 72_000},  # 20 threads a second
+    "file_leak": {"rate": 72_000},  # 20 files a second
 }
 
 
