@@ -145,8 +145,13 @@ class BlockHashCache:
         return True
 
     def _insert_req(self, req: Req) -> int:
-        """Insert the request's whole blocks; free the slots the cache had already."""
-        length = len(req.kv_indices) - len(req.kv_indices) % self.block
+        """Insert the request's whole settled blocks; free the slots the cache had already.
+
+        Settled: a diffusion LLM's in-flight block (``req.unsettled`` tokens) still
+        changes its ids in place, so caching it would cache each draft (#35270).
+        """
+        settled = req.settled_len()
+        length = settled - settled % self.block
         prefix = self.insert(req.key(length), req.kv_indices[:length])
         self.pool.free(req.kv_indices[req.prefix_len : max(prefix, req.prefix_len)])
         return length

@@ -168,15 +168,26 @@ class HarnessAdapter:
         self._sync(req, seq)
         return True
 
+    def _commit_settled(self, req: Any, seq: Sequence) -> int:
+        """Publish the pages of the request's settled tokens; how many tokens that is.
+
+        A diffusion LLM rewrites its in-flight block's ids in place
+        (``req.unsettled`` trailing tokens): the engine's copy follows, and
+        only settled tokens are published (a draft page in the index: #35270).
+        """
+        seq.tokens = list(req.token_ids)
+        settled = req.settled_len()
+        self.engine.commit(Sequence(seq.tokens[:settled], seq.pages))  # shares the page list
+        return settled
+
     def cache_unfinished_req(self, req: Any) -> None:
         seq = self.seqs[req.rid]
-        self.engine.commit(seq)
-        seq.num_cached = len(seq.tokens) // PAGE * PAGE
+        seq.num_cached = self._commit_settled(req, seq) // PAGE * PAGE
         self._sync(req, seq)
 
     def cache_finished_req(self, req: Any) -> None:
         seq = self.seqs.pop(req.rid)
-        self.engine.commit(seq)
+        self._commit_settled(req, seq)
         self.engine.release(seq)
         req.last_node = None
 

@@ -29,6 +29,7 @@ class TreeNode(BaseNode):
 
 class RadixCache(RadixTree):
     node_cls: type[BaseNode] = TreeNode
+    DLLM_REGRESSION = "radix-dllm-inflight-block"
 
     def close(self) -> None:
         """Release external resources (process groups, threads); none here."""
@@ -127,8 +128,16 @@ class RadixCache(RadixTree):
         return True
 
     def cache_unfinished_req(self, req: Req) -> None:
-        """Insert what the request computed so far and re-lock its new last node."""
-        length = page_aligned(len(req.kv_indices), self.page_size)
+        """Insert what the request computed so far and re-lock its new last node.
+
+        Only its settled tokens: a diffusion LLM rewrites its in-flight block's
+        ids every denoise step while the slots stay, and caching that block
+        (``radix-dllm-inflight-block``, SGLang #35270, fixed by #35470) puts
+        the same slots under one node per draft, so ``evictable_size()``
+        counts them twice and the idle check finds more than the pool holds.
+        """
+        cached = len(req.kv_indices) if self.DLLM_REGRESSION in self.inject else req.settled_len()
+        length = page_aligned(cached, self.page_size)
         prefix = self.insert(req.key(length), req.kv_indices[:length], self._insert_extra(req))
         self.kv_pool.free(req.kv_indices[req.prefix_len : prefix])
         match = self.match_prefix(req.key(length))
@@ -139,8 +148,12 @@ class RadixCache(RadixTree):
         req.prefix_len, req.last_node = len(new), match.last_device_node
 
     def cache_finished_req(self, req: Req) -> None:
-        """Insert the finished request, free what the tree already had, unlock."""
-        length = page_aligned(len(req.kv_indices), self.page_size)
+        """Insert the finished request, free what the tree already had, unlock.
+
+        A block still being denoised when the request ends is not cached: its
+        slots are freed with the unaligned tail.
+        """
+        length = page_aligned(req.settled_len(), self.page_size)
         prefix = self.insert(req.key(length), req.kv_indices[:length], self._insert_extra(req))
         self.kv_pool.free(req.kv_indices[req.prefix_len : prefix])
         self.kv_pool.free(req.kv_indices[length:])  # the unaligned tail is not cached

@@ -60,6 +60,14 @@ REGISTRY: dict[str, Regression] = {
             "it was given",
         ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
+        Regression(
+            "radix-dllm-inflight-block",
+            6,
+            "RadixCache",
+            "SGLang #35270: cache_unfinished_req caches a diffusion LLM's in-flight denoise "
+            "block, whose ids change every step while its slots stay: each draft's node holds "
+            "the same slots, so evictable_size() counts them twice",
+        ),
     )
 }
 

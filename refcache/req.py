@@ -21,6 +21,9 @@ class Req:
     ``kv_indices[i]`` is the KV slot of ``token_ids[i]``. The first
     ``prefix_len`` slots belong to the tree (matched or already inserted) and are
     protected by the lock on ``last_node``; the rest belong to the request.
+    ``unsettled``: trailing tokens whose ids are not final yet (a diffusion
+    LLM's in-flight denoise block, rewritten in place every step); a cache must
+    not give them to the tree until they settle.
     """
 
     rid: int
@@ -30,7 +33,12 @@ class Req:
     prefix_len: int = 0
     last_node: Any = None
     state_slot: torch.Tensor | None = None  # Mamba state slot owned by the request
+    unsettled: int = 0
     aux: dict[str, Any] = field(default_factory=dict)
+
+    def settled_len(self) -> int:
+        """Tokens with slots whose ids are final: what may be cached."""
+        return len(self.kv_indices) - self.unsettled
 
     def key(self, length: int | None = None) -> RadixKey:
         tokens = self.token_ids if length is None else self.token_ids[:length]

@@ -44,6 +44,12 @@ class Load:
     max_waiting: int = 256
     chunk_size: int = 64  # prefill chunk: longer prompts go through cache_unfinished_req
     decode_per_step: int = 4
+    # A diffusion LLM (dLLM) decodes a block of this many tokens at once (0: token by
+    # token): the block gets its slots, then denoise_steps steps each rewrite all of its
+    # ids in place and cache the request's progress (cache_unfinished_req), as SGLang's
+    # dLLM mode does; after the last step the block settles.
+    dllm_block: int = 0
+    denoise_steps: int = 3
 
     def arrivals(self, step: int, carry: float) -> tuple[int, float]:
         """How many requests arrive at this step, and the fractional carry."""
@@ -65,6 +71,7 @@ class Running:
     request: Request
     prompt_len: int
     generated: list[int] = field(default_factory=list)
+    denoise_left: int = 0  # dLLM: steps before the block in flight settles
 
 
 class Scheduler:
@@ -124,18 +131,44 @@ class Scheduler:
     def _decode(self) -> int:
         ops = 0
         for run in list(self.running):
-            n = min(self.load.decode_per_step, run.request.output_len - len(run.generated))
-            tokens = [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
-            ok = n == 0 or self.cache.extend_request(run.req, tokens)
+            ok = self._denoise(run) if self.load.dllm_block else self._next_tokens(run)
             ops += 1
-            if ok:
-                run.generated.extend(tokens)
-            else:
+            if not ok:
                 self.alloc_failures += 1
             # a request out of memory finishes early, as a preemption would
-            if not ok or len(run.generated) >= run.request.output_len:
+            if not ok or (len(run.generated) >= run.request.output_len and not run.denoise_left):
                 ops += self._finish(run)
         return ops
+
+    def _draft(self, n: int) -> list[int]:
+        return [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
+
+    def _next_tokens(self, run: Running) -> bool:
+        """Autoregressive decode: a few new tokens with their slots."""
+        n = min(self.load.decode_per_step, run.request.output_len - len(run.generated))
+        tokens = self._draft(n)
+        ok = n == 0 or self.cache.extend_request(run.req, tokens)
+        if ok:
+            run.generated.extend(tokens)
+        return ok
+
+    def _denoise(self, run: Running) -> bool:
+        """One dLLM step: open a block (its slots) or rewrite its ids, then cache progress."""
+        block, req = self.load.dllm_block, run.req
+        if not run.denoise_left:
+            if len(run.generated) >= run.request.output_len:
+                return True
+            if not self.cache.extend_request(req, self._draft(block)):
+                return False
+            req.unsettled, run.denoise_left = block, self.load.denoise_steps
+        else:
+            req.token_ids[-block:] = self._draft(block)  # the same slots, new ids
+        run.denoise_left -= 1
+        if not run.denoise_left:
+            req.unsettled = 0
+            run.generated.extend(req.token_ids[-block:])
+        self.cache.cache_unfinished_req(req)
+        return True
 
     def _finish(self, run: Running) -> int:
         self.running.remove(run)

@@ -68,3 +68,44 @@ def test_no_detached_nodes_after_churn() -> None:
         lambda: RadixCache(SlotAllocator(300)), lambda c: run_churn(c, 3, 2000, check=False)
     )
     assert before == 0 and after == 0
+
+
+def dllm_requests(cache: RadixCache, seed: int, count: int, block: int, drafts: int) -> None:
+    """Serve ``count`` diffusion-LLM requests one after another: each decodes two blocks,
+    every block rewritten ``drafts`` times in place and cached after each draft."""
+    import random
+
+    from refcache.req import Req
+
+    rng = random.Random(seed)
+    for rid in range(count):
+        shared = [rng.randrange(4) for _ in range(block)]  # prompts share their first page
+        req = Req(rid, shared + [rng.randrange(100) for _ in range(rng.randrange(1, 30))])
+        assert cache.alloc_request(req)
+        for _ in range(2):
+            assert cache.extend_request(req, [rng.randrange(100) for _ in range(block)])
+            req.unsettled = block
+            for draft in range(drafts):
+                if draft:
+                    req.token_ids[-block:] = [rng.randrange(100) for _ in range(block)]
+                if draft == drafts - 1:
+                    req.unsettled = 0
+                cache.cache_unfinished_req(req)
+        cache.cache_finished_req(req)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), drafts=st.integers(1, 4))
+def test_a_dllm_block_is_cached_only_once_it_settles(seed: int, drafts: int) -> None:
+    cache = RadixCache(SlotAllocator(4096), page_size=4)
+    dllm_requests(cache, seed, 12, block=4, drafts=drafts)
+    assert cache.pool_accounting()["full"].mismatch == 0
+    cache.sanity_check()
+
+
+def test_incident_35270_counts_each_cached_draft_of_a_block_again() -> None:
+    cache = RadixCache(SlotAllocator(4096), page_size=4, inject=("radix-dllm-inflight-block",))
+    dllm_requests(cache, 5, 1, block=4, drafts=3)
+    # Two blocks, three drafts each: the two earlier drafts of each block hold its
+    # four slots a second and a third time; idle, the books show 16 slots too many.
+    assert cache.pool_accounting()["full"].mismatch == 2 * 2 * 4

@@ -21,7 +21,7 @@ from harness.registry import load_scenario, scenario_names
 TINY: dict[str, Any] = {"load": {"max_running": 8}}
 LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
-IDLE = ["radix-idle", "mamba-pressure"]  # idle-gaps loads: the idle books are read often
+IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle books are read often
 FIXED = ["radix-steady", *IDLE, *LRU, "himamba-stale-leaf", *PP]  # every scenario, fixed
 
 
@@ -86,6 +86,25 @@ def test_a_mamba_slot_kept_by_a_failed_schedule_shows_in_the_idle_books() -> Non
 
 
 @pytest.mark.integration
+def test_a_cached_dllm_draft_shows_in_the_idle_books_before_its_double_free() -> None:
+    from refcache.pools import PoolError
+
+    ctx = RunContext(seed=1, inject=("radix-dllm-inflight-block",), options=TINY)
+    w = load_scenario("radix-dllm").build(ctx)
+    mismatch = 0.0
+    try:
+        for _ in range(1500):
+            try:
+                w.step()
+            except PoolError:  # a draft's node evicted: slots another node holds freed
+                break
+            mismatch = max(mismatch, w.gauges()["idle_pool_mismatch"]())
+    finally:
+        w.cache.close()  # not w.close(): its end-of-run check would fail on the books
+    assert mismatch > 0  # more in the books than the pool holds: SGLang's idle check
+
+
+@pytest.mark.integration
 def test_stale_host_leaf_crashes_inside_insert() -> None:
     crash = pytest.raises(AssertionError, match="parent does not have child key")
     with crash as info, workload("himamba-stale-leaf", ("himamba-stale-host-leaf",)) as w:
@@ -104,7 +123,7 @@ def test_pp_sync_no_drain_piles_up_work(name: str) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", *LRU, "himamba-stale-leaf"])
+@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", "radix-dllm", *LRU, "himamba-stale-leaf"])
 def test_scenarios_run_unchanged_on_a_foreign_cache(name: str) -> None:
     with workload(name, target="examples.own_cache:make") as w:
         ops = steps(w, 800)
