@@ -123,7 +123,8 @@ def test_pp_sync_no_drain_piles_up_work(name: str) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", "radix-dllm", *LRU, "himamba-stale-leaf"])
+@pytest.mark.parametrize("name", ["radix-steady", "radix-idle", "radix-dllm", *LRU,
+                                  "himamba-stale-leaf"])
 def test_scenarios_run_unchanged_on_a_foreign_cache(name: str) -> None:
     with workload(name, target="examples.own_cache:make") as w:
         ops = steps(w, 800)
