@@ -27,6 +27,7 @@ from refcache.mamba import MambaRadixCache
 from refcache.pools import HostPool, SlotAllocator, StatePool
 from refcache.pp_sync import Pipeline, start_pipeline
 from refcache.radix import RadixCache
+from refcache.storage import StorageTier
 
 CONV_SHAPE = (2, 16)
 SSM_SHAPE = (16, 16)
@@ -118,8 +119,11 @@ def hiradix_cache(
     pp_lag_s: float = 0.05,
     pp_payload: int = 1,
     pp_timeout_s: float = 60.0,
+    storage_pages: int = 0,
+    prefetch_threshold: int = 1,
 ) -> HiRadixCache:
-    """HiRadixCache (incident 3 as ``hiradix-pp-sync-no-drain`` when PP is on).
+    """HiRadixCache (incident 3 as ``hiradix-pp-sync-no-drain`` when PP is on,
+    incident 5 as ``hiradix-host-indices-view``).
 
     - ``host_size``: host pool size in tokens (backed-up KV).
     - ``write_through_threshold``: insert hits before a node is copied to the host.
@@ -132,8 +136,13 @@ def hiradix_cache(
     - ``pp_payload``: int32 elements per synced count tensor (each pending send
       pins one clone, so this scales the pile-up's footprint in RSS).
     - ``pp_timeout_s``: bound on the rendezvous and on every gloo operation.
+    - ``storage_pages``: a storage tier below the host of this many pages (0: none);
+      each new request then prefetches its stored pages into the host first.
+    - ``prefetch_threshold``: fewer new tokens (or stored ones) than this are not
+      prefetched (the prefetch is revoked).
     """
     kv, host = SlotAllocator(kv_size), HostPool(host_size, kv_row_elems)
+    storage = StorageTier(storage_pages, page_size, kv_row_elems) if storage_pages else None
     pipeline = _pipeline(pp_world_size, pp_lag_s, pp_payload, pp_timeout_s)
 
     def build(pp: Any) -> HiRadixCache:
@@ -147,6 +156,8 @@ def hiradix_cache(
             latency_ticks,
             pp=pp,
             pp_payload=pp_payload,
+            storage=storage,
+            prefetch_threshold=prefetch_threshold,
         )
 
     cache: HiRadixCache = _with_pipeline(build, pipeline)
@@ -166,6 +177,7 @@ def himamba_cache(
     load_back_threshold: int = 2,
     latency_ticks: int = 2,
     kv_row_elems: int = 8,
+    stale_link_guard: bool = False,
 ) -> HiMambaRadixCache:
     """HiMambaRadixCache (incident 2 as ``himamba-stale-host-leaf``).
 
@@ -174,6 +186,8 @@ def himamba_cache(
     - ``mamba_host_size``: host Mamba state slots (default: ``2 * mamba_size``).
     - ``write_through_threshold``, ``load_back_threshold``, ``latency_ticks``,
       ``kv_row_elems``: as for :func:`hiradix_cache`.
+    - ``stale_link_guard``: the parent-link check before each delete, a hardening
+      no SGLang release had (off: the fixed code is what 0.5.11-0.5.17 ran).
     """
     host_states = 2 * mamba_size if mamba_host_size is None else mamba_host_size
     shapes = (tuple(conv_shape), tuple(ssm_shape))
@@ -187,6 +201,7 @@ def himamba_cache(
         write_through_threshold,
         load_back_threshold,
         latency_ticks,
+        stale_link_guard=stale_link_guard,
     )
 
 

@@ -12,14 +12,20 @@ tier itself in ``refcache.host_backup`` and ``refcache.host_tier``; this module
 keeps the host-leaf candidates and every deletion.
 
 Incident 2 lives here as ``himamba-stale-host-leaf``. ``write_backup`` runs
-inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken,
-``_update_full_host_leaf_status`` admits nodes that still have children (and
-keeps them when a split re-parents them); host eviction deletes such a node
-first (parents are older than their children), its children stay candidates
-under a parent that is gone, and deleting one of them cascades into the gone
-parent: ``AssertionError: parent does not have child key``. Fixed, only real
-leaves are admitted, and every delete first checks the parent link, dropping
-and counting (``stale_host_leaf_cleanups``) a stale node instead of crashing.
+inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken
+(SGLang 0.5.10), ``_update_full_host_leaf_status`` admits a node unless one of
+its children is itself evicted and backed up, so a node whose children are
+on the device (or not backed up) is a candidate; host eviction deletes such a
+node first (parents are older than their children), its children stay under a
+parent that is gone, and deleting one of them cascades into the gone parent:
+``AssertionError: parent does not have child key``. Fixed as 0.5.11 to 0.5.17
+shipped it (PR #22592): only real leaves (no children at all) are admitted;
+the tombstone cascade stops at a locked parent (#23696 stopped it at
+host-referenced ones; here loads and writes hold the node's lock).
+
+``stale_link_guard`` (off by default, as in every release): a hardening no
+release had, which checks the parent link before each delete and drops and
+counts (``stale_host_leaf_cleanups``) a stale node instead of crashing.
 """
 
 from __future__ import annotations
@@ -70,8 +76,10 @@ class HiMambaRadixCache(MambaHostTier):
         load_back_threshold: int = 2,
         latency_ticks: int = 2,
         device_kv: torch.Tensor | None = None,
+        stale_link_guard: bool = False,
     ) -> None:
         self.mamba_host_pool = mamba_host_pool
+        self.stale_link_guard = stale_link_guard
         self.stale_host_leaf_cleanups = 0
         self._write_state_locks: set[int] = set()  # writes that also locked the node's state
         self._init_host_tier(
@@ -127,8 +135,8 @@ class HiMambaRadixCache(MambaHostTier):
         return parent is not None and parent.children.get(key) is node
 
     def _unhook(self, node: Any) -> bool:
-        """Take node out of its parent's children; False if it was stale (fixed)."""
-        if not self._stale_regressed and not self._linked(node):
+        """Take node out of its parent's children; False if it was stale (with the guard)."""
+        if self.stale_link_guard and not self._linked(node):
             self._drop_stale(node)
             return False
         self._delete_leaf(node)  # on a stale node: AssertionError "parent does not have child key"
@@ -243,6 +251,9 @@ class HiMambaRadixCache(MambaHostTier):
         return {
             **super().stats(),
             "host_leaf_candidates": len(self.evictable_full_host_leaves),
+            # What incident 2 needs: a candidate that is not a leaf (0 when fixed).
+            "host_leaf_candidates_with_children": sum(
+                1 for n in self.evictable_full_host_leaves if n.children),
             "mamba_host_used": self.mamba_host_pool.used_size(),
             "mamba_host_lru": len(self.mamba_host_lru_list),
             "stale_host_leaf_cleanups": self.stale_host_leaf_cleanups,

@@ -32,6 +32,8 @@ from refcache.radix import RadixCache
 class HostBackup(RadixCache, metaclass=ABCMeta):
     """Not used on its own: the base of ``HostTier``."""
 
+    HOST_VIEW_REGRESSION = "hiradix-host-indices-view"
+
     cache_controller: CacheController
 
     def _init_host_tier(
@@ -125,7 +127,10 @@ class HostBackup(RadixCache, metaclass=ABCMeta):
         if host is None:
             self._unlock_after_write(node)
             return 0
-        node.host_value = host
+        # The fix of SGLang #21624 (0.5.10): the host pool hands out a view of its
+        # free list; a long-lived node keeps a copy, or the view keeps every old
+        # free-list storage alive (``hiradix-host-indices-view``).
+        node.host_value = host if self.HOST_VIEW_REGRESSION in self.inject else host.clone()
         self.host_protected_size_ += n
         self.ongoing_write_through[node.id] = node
         self.cache_controller.write(node.value, host, node.id, self._backup_state(node))

@@ -121,8 +121,23 @@ class StatePool(SlotAllocator):
 
 
 class HostPool(SlotAllocator):
-    """Host-memory tier: slots plus a buffer that backed-up KV is copied into."""
+    """Host-memory tier: slots plus a buffer that backed-up KV is copied into.
+
+    ``alloc`` returns a view of the free list, as SGLang's ``HostKVCache.alloc``
+    does (``self.free_slots[:need_size]``); ``free`` replaces the free list by a
+    concatenation, so a kept view keeps the old list's storage alive. Whoever
+    keeps host indices beyond the call clones them (#21624).
+    """
 
     def __init__(self, size: int, row_elems: int = 8, name: str = "host") -> None:
         super().__init__(size, name)
         self.buffer = torch.zeros((size, row_elems), dtype=torch.float16)
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        if n < 0:
+            raise PoolError(f"{self.name}: cannot allocate {n} slots")
+        if n > self._free.numel():
+            return None
+        out, self._free = self._free[:n], self._free[n:]
+        self._in_use[out] = True
+        return out

@@ -49,7 +49,8 @@ REGISTRY: dict[str, Regression] = {
             "himamba-stale-host-leaf",
             2,
             "HiMambaRadixCache",
-            "host-leaf set admits nodes with children and deletion skips the parent-link check",
+            "host-leaf set admits nodes with children unless a child is on the host tier "
+            "(0.5.10's _update_full_host_leaf_status, before PR #22592)",
         ),
         Regression("hiradix-pp-sync-no-drain", 3, "HiRadixCache", _PP),
         Regression(
@@ -60,6 +61,14 @@ REGISTRY: dict[str, Regression] = {
             "it was given",
         ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
+        Regression(
+            "hiradix-host-indices-view",
+            5,
+            "HiRadixCache",
+            "SGLang #21624 (issue #19332): write_backup keeps the host pool's alloc() view of "
+            "free_slots as the node's host_value; free() replaces free_slots by a cat, and "
+            "every kept view pins the storage it came from",
+        ),
         Regression(
             "radix-dllm-inflight-block",
             6,

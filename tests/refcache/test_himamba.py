@@ -89,8 +89,8 @@ def test_fixed_cache_survives_the_same_sequence(seed: int, monkeypatch: pytest.M
         churn.check()
         assert all(not n.children for n in cache.evictable_full_host_leaves)
     assert sum(host_evicted) > 0  # the same pressure: inserts did evict host leaves
-    # With only real leaves admitted no candidate goes stale: the guard is defence in depth.
-    assert cache.stale_host_leaf_cleanups == 0
+    # With only real leaves admitted no candidate goes stale, with no guard (as released).
+    assert cache.stale_host_leaf_cleanups == 0 and not cache.stale_link_guard
 
 
 def test_broken_admission_puts_nodes_with_children_in_the_candidate_set() -> None:
@@ -103,7 +103,7 @@ def test_broken_admission_puts_nodes_with_children_in_the_candidate_set() -> Non
 
 
 def test_guard_drops_and_counts_a_stale_candidate(caplog: pytest.LogCaptureFixture) -> None:
-    cache = make(write_through_threshold=1)
+    cache = make(write_through_threshold=1, stale_link_guard=True)
     insert(cache, [1, 2, 3])
     insert(cache, [7, 8, 9])
     rounds(cache)

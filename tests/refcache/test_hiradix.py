@@ -224,3 +224,75 @@ def test_pp_sync_no_drain_piles_up_works() -> None:
 def test_pp_sync_drained_stays_at_one_rounds_sends() -> None:
     sizes = pp_rounds((), lag_s=0.002)
     assert max(sizes) <= 2
+
+
+def with_storage(host: int = 256, **options: Any) -> HiRadixCache:
+    from refcache.storage import StorageTier
+
+    return make(kv=64, host=host, storage=StorageTier(512), prefetch_threshold=2, **options)
+
+
+def test_a_stored_prefix_evicted_from_both_tiers_is_prefetched_back_into_the_host() -> None:
+    cache = with_storage(write_through_threshold=1)
+    tokens = [5, 6, 7, 8, 9, 10]
+    value = insert(cache, tokens)
+    data = torch.arange(len(tokens) * 8, dtype=torch.float16).reshape(len(tokens), 8)
+    cache.cache_controller.device_kv[value] = data
+    rounds(cache)  # written to the host, then to storage
+    assert cache.storage is not None and len(cache.storage) == len(tokens)
+    cache.evict(len(tokens))
+    cache.evict_host(len(tokens))  # gone from both tiers; the storage keeps the pages
+    assert cache.match_prefix(RadixKey.of(tokens)).host_hit_length == 0
+    cache.host_pool.buffer.zero_()
+
+    assert cache.prefetch_from_storage(RadixKey.of([*tokens, 1, 2])) == len(tokens)
+    match = cache.match_prefix(RadixKey.of([*tokens, 1]))
+    assert match.host_hit_length == len(tokens)
+    assert torch.equal(cache.host_pool.buffer[match.last_host_node.host_value], data)
+    rounds(cache)  # the two unstored slots go back at the next event round
+    cache.sanity_check()
+
+
+def test_a_prefetch_of_unstored_tokens_is_revoked_and_its_slots_freed_next_round() -> None:
+    cache = with_storage()
+    before = cache.host_pool.available_size()
+    assert cache.prefetch_from_storage(RadixKey.of(list(range(20)))) == 0
+    assert cache.host_pool.available_size() == before - 20 and len(cache.host_release) == 1
+    rounds(cache, 1)
+    assert cache.host_pool.available_size() == before and cache.prefetches == 1
+    cache.sanity_check()
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), threshold=st.integers(1, 3))
+def test_invariants_hold_with_a_storage_tier_and_prefetches(seed: int, threshold: int) -> None:
+    cache = with_storage(host=96, write_through_threshold=threshold)
+    churn = run_churn(cache, seed, 150)  # every new request prefetches first
+    churn.drain()
+    rounds(cache, 3)
+    cache.sanity_check()
+    assert cache.prefetches > 0
+
+
+def host_index_storage_bytes(inject: tuple[str, ...]) -> tuple[int, int]:
+    """Bytes of the storages behind the tree's host indices, and of the indices."""
+    from refcache.storage import StorageTier
+
+    cache = make(kv=4096, host=4096, storage=StorageTier(512), prefetch_threshold=2,
+                 write_through_threshold=1, inject=inject)
+    for turn in range(40):
+        tokens = [turn, *range(100, 130)]
+        insert(cache, tokens)  # written through to the host: alloc() hands out a view
+        cache.prefetch_from_storage(RadixKey.of([*tokens, 7, 8, 9]))  # revoked: a free
+        rounds(cache)
+    values = [n.host_value for n in cache.iter_nodes()
+              if n is not cache.root_node and n.backuped]
+    storages = {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes() for v in values}
+    return sum(storages.values()), sum(v.numel() * v.element_size() for v in values)
+
+
+def test_incident_21624_host_views_keep_old_free_list_storages_alive() -> None:
+    kept, indices = host_index_storage_bytes(())
+    assert kept == indices  # every node owns a copy of its indices
+    kept, indices = host_index_storage_bytes(("hiradix-host-indices-view",))
+    assert kept > 20 * indices  # each view keeps the whole free list it was cut from

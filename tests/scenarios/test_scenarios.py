@@ -22,7 +22,8 @@ TINY: dict[str, Any] = {"load": {"max_running": 8}}
 LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
 IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle books are read often
-FIXED = ["radix-steady", *IDLE, *LRU, "himamba-stale-leaf", *PP]  # every scenario, fixed
+HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
+FIXED = ["radix-steady", *IDLE, *LRU, *HOST, *PP]  # every scenario, fixed
 
 
 @contextmanager
@@ -102,6 +103,30 @@ def test_a_cached_dllm_draft_shows_in_the_idle_books_before_its_double_free() ->
     finally:
         w.cache.close()  # not w.close(): its end-of-run check would fail on the books
     assert mismatch > 0  # more in the books than the pool holds: SGLang's idle check
+
+
+def host_index_bytes(cache: Any) -> tuple[int, int]:
+    """Bytes of the storages behind the tree's host indices, and of the indices."""
+    values = [n.host_value for n in cache.iter_nodes()
+              if getattr(n, "host_value", None) is not None]
+    storages = {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes() for v in values}
+    return sum(storages.values()), sum(v.numel() * v.element_size() for v in values)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("inject", [(), ("hiradix-host-indices-view",)])
+def test_multiturn_prefetches_and_host_views_pin_free_list_storages(
+    inject: tuple[str, ...]
+) -> None:
+    with workload("hiradix-multiturn", inject) as w:
+        steps(w, 600)
+        kept, indices = host_index_bytes(w.cache)
+        prefetches = w.gauges()["prefetches"]()
+    assert prefetches > 100  # every new request tries the storage first
+    if inject:
+        assert kept > 50 * indices  # each view keeps a whole free list alive
+    else:
+        assert kept == indices
 
 
 @pytest.mark.integration
