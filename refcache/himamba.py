@@ -12,12 +12,14 @@ tier itself in ``refcache.host_backup`` and ``refcache.host_tier``; this module
 keeps the host-leaf candidates and every deletion.
 
 Incident 2 lives here as ``himamba-stale-host-leaf``. ``write_backup`` runs
-inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken
-(SGLang 0.5.10), ``_update_full_host_leaf_status`` admits a node unless one of
-its children is itself evicted and backed up, so a node whose children are
-on the device (or not backed up) is a candidate; host eviction deletes such a
-node first (parents are older than their children), its children stay under a
-parent that is gone, and deleting one of them cascades into the gone parent:
+inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken,
+``_update_full_host_leaf_status`` admits evicted, backed-up nodes whatever
+their children. (SGLang 0.5.10 admitted them unless a child was itself on
+the host tier; that narrower condition needs an evicted node with a device
+child, which this reference cache never makes, so it could not be caught
+here: see docs/incidents.md.) Host eviction deletes such a node first
+(parents are older than their children), its children stay under a parent
+that is gone, and deleting one of them cascades into the gone parent:
 ``AssertionError: parent does not have child key``. Fixed as 0.5.11 to 0.5.17
 shipped it (PR #22592): only real leaves (no children at all) are admitted;
 the tombstone cascade stops at a locked parent (#23696 stopped it at

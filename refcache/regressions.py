@@ -49,8 +49,8 @@ REGISTRY: dict[str, Regression] = {
             "himamba-stale-host-leaf",
             2,
             "HiMambaRadixCache",
-            "host-leaf set admits nodes with children unless a child is on the host tier "
-            "(0.5.10's _update_full_host_leaf_status, before PR #22592)",
+            "host-leaf set admits evicted nodes whatever their children (PR #22592's leaf "
+            "condition reverted; broader than 0.5.10, see docs/incidents.md)",
         ),
         Regression("hiradix-pp-sync-no-drain", 3, "HiRadixCache", _PP),
         Regression(
