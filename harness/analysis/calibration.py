@@ -27,6 +27,9 @@ from typing import Any
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 FORMAT = 1
 ANY_SCENARIO = "*"
+# A recorded program that declares no scenario: nothing says how it grows when
+# healthy, so nothing is allowed for (the cache scenarios' "*" would be a guess).
+UNCALIBRATED = "record"
 # Past the longest window measured, a fill keeps going but slows down: the
 # amount is assumed to grow as the square root of the window (a guess on the
 # safe side of "bounded"; measure longer windows to replace it).
@@ -43,6 +46,8 @@ class Calibration:
     source: str = ""
 
     def points(self, signal: str, scenario: str) -> Points:
+        if scenario == UNCALIBRATED:
+            return []
         by_scenario = self.signals.get(signal, {})
         return by_scenario.get(scenario) or by_scenario.get(ANY_SCENARIO) or []
 

@@ -18,7 +18,12 @@ import numpy as np
 from harness.analysis import garbage as gb
 from harness.analysis.basis import BASIS_WORDS
 from harness.analysis.budgets import Budget
-from harness.analysis.calibration import ANY_SCENARIO, Calibration, load_calibration
+from harness.analysis.calibration import (
+    ANY_SCENARIO,
+    UNCALIBRATED,
+    Calibration,
+    load_calibration,
+)
 from harness.analysis.filling import FILL_GAUGE, still_filling
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
@@ -35,9 +40,11 @@ FILLING_RULE = "-filling"  # suffix of a leak rule downgraded while the cache fi
 # Signals a healthy cache grows by itself, judged on their excess (calibration).
 CALIBRATED = ("rss", "uss", "heap", "py_blocks")
 # Signals whose resolution a run states: the calibrated ones, and shared memory,
-# which a healthy cache does not grow at all (its floor is one page per window).
+# which a healthy cache does not grow at all. Page-sized series cannot resolve
+# less than a page over the window, however flat they were.
 RESOLVED = (*CALIBRATED, "shmem")
-QUANTUM = {"shmem": 4096.0}  # the smallest step a series moves by, in its unit
+PAGE = 4096.0
+QUANTUM = {"shmem": PAGE, "rss": PAGE, "uss": PAGE}  # the smallest step a series moves by
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
 BRIDGE_SAMPLES = 5  # samples each side of a window that set the level it is bridged at
@@ -56,7 +63,10 @@ class RunView:
         self.run = run
         self.warmup_s = warmup_s
         self.calibration = calibration or load_calibration()
-        self.scenario = str(run.header.get("config", {}).get("scenario", ANY_SCENARIO))
+        # A recorded program may declare the scenario it runs (harness.record.scenario).
+        declared = run.event("scenario")
+        self.scenario = str(declared["scenario"] if declared else
+                            run.header.get("config", {}).get("scenario", ANY_SCENARIO))
         self.series: dict[str, Series] = {
             name: s for name, s in (("rss", run.rss), ("uss", run.uss)) if len(s)
         }
@@ -169,7 +179,7 @@ class RunView:
 
     def allowance(self, name: str, span_s: float) -> Allowance | None:
         """The calibrated healthy growth of ``name`` over ``span_s`` (None for gauges)."""
-        if name not in CALIBRATED:
+        if name not in CALIBRATED or self.scenario == UNCALIBRATED:
             return None
         amount = self.calibration.allowance(name, self.scenario, span_s)
         own = self.calibration.measured(name, self.scenario)

@@ -19,6 +19,7 @@ from harness.cli.compare import CompareCommand
 from harness.cli.doctor import DoctorCommand
 from harness.cli.history import HistoryCommand
 from harness.cli.list import ListCommand
+from harness.cli.record import RecordCommand
 from harness.cli.report import ReportCommand
 from harness.cli.run import RunCommand
 from harness.errors import UsageError
@@ -31,6 +32,7 @@ COMMANDS: tuple[Command, ...] = (
     CompareCommand(),
     HistoryCommand(),
     DoctorCommand(),
+    RecordCommand(),
 )
 
 

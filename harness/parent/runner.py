@@ -167,8 +167,9 @@ def ending_from_samples(data: RunData) -> Ending:
     return Ending("finished", [], None, 0.0)
 
 
-def conclude(config: RunConfig, ending: Ending) -> RunOutcome:
-    """Analyse whatever was sampled and write ``summary.json``."""
+def conclude(config: RunConfig, ending: Ending, command: str | None = None) -> RunOutcome:
+    """Analyse whatever was sampled and write ``summary.json``; ``command`` repeats the
+    run (default: the ``leak-harness run`` line of ``config``)."""
     reasons = list(ending.reasons)
     data: RunData | None = None
     try:
@@ -194,7 +195,7 @@ def conclude(config: RunConfig, ending: Ending) -> RunOutcome:
         time_to_detect_s=detected_at(data, verdict, analysis),
         duration_s=run_length(data, ending),
         ops=run_ops(data),
-        command=reproduce_command(config),
+        command=command or reproduce_command(config),
         extra=extra_fields(config, ending, analysis),
     )
     write_summary(config.path, summary)

@@ -25,3 +25,8 @@ RSS_PLOT = "rss.png"
 GC_PLOT = "gc.png"
 GARBAGE_PLOT = "garbage.png"
 GAUGES_PLOT = "gauges.png"
+# A recording (``leak-harness record``): one folder per recorded process inside it.
+PROGRAM_LOG = "program.log"  # the program's own output, as it printed it
+PROCESS_PREFIX = "proc-"  # proc-<pid>/: a run folder as above
+RECORD_SUMMARY = "record.json"  # every process's verdict and the overall one
+RECORD_INDEX = "index.html"

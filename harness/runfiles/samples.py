@@ -50,6 +50,12 @@ class SampleWriter:
     def event(self, name: str, t: float, **fields: Any) -> None:
         self.write({"type": "event", "t": round(t, 4), "name": name, **fields})
 
+    def disown(self) -> None:
+        """Drop every later write without touching the file: in a forked child, whose
+        copy of the lock may be held by a thread that no longer exists, and whose file
+        is its parent's."""
+        self._closed = True
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:

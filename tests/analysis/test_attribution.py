@@ -214,3 +214,12 @@ def test_native_growth_names_the_native_window_sites_or_says_how_to_get_them() -
     blind = [{**native[0], "sites": native[0]["sites"][:2]}]
     (unseen,) = native_finding(500 * MB, [], native_windows=blind)
     assert "bypasses its hooks" in unseen.text
+
+
+def test_heap_growth_the_native_window_saw_through_pythons_allocator_is_not_native() -> None:
+    python_kept = [{"type": "native", "t": 12.0, "from_t": 10.0, "ops": 900, "sites": [
+        {"native": "PyObject_Malloc", "python": "service.py:45 (remember)", "bytes": 200_000,
+         "count": 50}]}]
+    assert native_finding(500 * MB, [], native_windows=python_kept) == []  # 360 MB/h seen
+    (named,) = native_finding(900 * MB, [], native_windows=python_kept)  # most not seen
+    assert "native memory grows ~900 MB/h" in named.text

@@ -1,0 +1,244 @@
+"""The parent side of ``leak-harness record``: run the program, stop it, judge each process.
+
+The program runs in its own session with the recorder's ``sitecustomize`` on
+PYTHONPATH (:mod:`harness.record.bootstrap`); its output is shown and kept in
+``program.log``. It ends by itself, or after ``duration_s`` it is asked to stop
+with SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart, its whole process
+group with it. Then every ``proc-<pid>`` folder is concluded like a worker's
+run folder: the same analysis, verdicts and summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.config import RunConfig
+from harness.errors import UsageError
+from harness.parent.runner import RunOutcome, conclude
+from harness.parent.supervisor import Ending
+from harness.record.bootstrap import ENV, SITE_DIR
+from harness.runfiles.names import CONFIG_FILE, PROCESS_PREFIX, PROGRAM_LOG, SAMPLES_FILE
+from harness.runfiles.reader import load_samples
+from harness.runfiles.samples import PROJECT_ROOT
+from harness.verdicts import INTERRUPTED
+
+PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+KILL_WAIT_S = 10.0
+# How bad a process's verdict is for the recording as a whole (the worst wins): a
+# confirmed failure outranks a cut-short process, which never lets the whole pass.
+RANK = {"pass": 0, "suspicious": 1, INTERRUPTED: 2, "error": 3, "leak": 4,
+        "crashed": 5, "hung": 5, "ceiling": 5}
+
+
+@dataclass(frozen=True)
+class Program:
+    argv: list[str]  # what runs: this interpreter, so the recorder can be imported
+    shown: str  # as the user typed it
+
+
+def program_from(command: Sequence[str]) -> Program:
+    """The program after ``--``; a UsageError in one sentence when it cannot be recorded."""
+    cmd = list(command[1:] if command[:1] == ["--"] else command)
+    if not cmd:
+        raise UsageError("record needs a program after '--', like: leak-harness record -- "
+                         "python app.py")
+    shown = " ".join(cmd)
+    head, rest = cmd[0], cmd[1:]
+    if head == "-m":
+        if not rest:
+            raise UsageError("'-m' needs a module name, like: leak-harness record -- -m myserver")
+        return Program([sys.executable, "-m", *rest], shown)
+    if PYTHON_NAME.match(Path(head).name):
+        if rest and not rest[0].startswith("-"):
+            script_exists(rest[0])
+        if not rest:
+            raise UsageError(f"'{shown}' names no program to run: give a script or -m module.")
+        return Program([sys.executable, *rest], shown)
+    path = Path(head) if Path(head).exists() else Path(shutil.which(head) or head)
+    script_exists(str(path))
+    if path.suffix != ".py" and not python_shebang(path):
+        raise UsageError(f"'{head}' is not a Python program; record runs Python: "
+                         "python app.py, -m package, or a script with a python shebang.")
+    return Program([sys.executable, str(path), *rest], shown)
+
+
+def script_exists(name: str) -> None:
+    if not Path(name).is_file():
+        raise UsageError(f"the program {name!r} does not exist.")
+
+
+def python_shebang(path: Path) -> bool:
+    try:
+        with path.open("rb") as script:
+            first = script.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def recording_env(out: Path, follow: bool, config: RunConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env[ENV] = json.dumps({"out": str(out), "follow": follow, "config": config.to_dict()})
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths, str(PROJECT_ROOT)])
+    return env
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How the program ended: ``exited`` by itself, stopped after the ``duration``,
+    or ``interrupted`` (Ctrl-C or SIGTERM to the harness)."""
+
+    how: str
+    exit_code: int | None
+    signals: tuple[str, ...]  # sent to stop it, in order
+    wall_s: float
+    pid: int
+
+
+def run_program(program: Program, env: dict[str, str], out: Path, duration_s: float | None,
+                grace_s: float, cancel: threading.Event, echo: IO[bytes] | None) -> Stopped:
+    """Run the program to its end, or stop it; its output goes to ``echo`` and the log."""
+    began = time.monotonic()
+    with (out / PROGRAM_LOG).open("wb") as log:
+        process = subprocess.Popen(program.argv, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        assert process.stdout is not None
+        tee = threading.Thread(target=copy_output, args=(process.stdout, log, echo), daemon=True)
+        tee.start()
+        how = wait_for(process, began, duration_s, cancel)
+        sent = stop_group(process, grace_s) if process.poll() is None else ()
+        end_group(process.pid, grace_s)  # children that outlived the program
+        tee.join(KILL_WAIT_S)
+    return Stopped(how, process.returncode, sent, time.monotonic() - began, process.pid)
+
+
+def copy_output(source: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
+    for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
+        log.write(chunk)
+        log.flush()
+        if echo is not None:
+            echo.write(chunk)
+            echo.flush()
+
+
+def wait_for(process: subprocess.Popen[bytes], began: float, duration_s: float | None,
+             cancel: threading.Event) -> str:
+    while process.poll() is None:
+        if cancel.wait(0.1):
+            return INTERRUPTED
+        if duration_s is not None and time.monotonic() - began >= duration_s:
+            return "duration"
+    return "exited"
+
+
+def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> tuple[str, ...]:
+    """SIGINT, then SIGTERM, then SIGKILL to the program's process group, ``grace_s`` apart."""
+    sent: list[str] = []
+    for sig in STOP_SIGNALS:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        sent.append(sig.name)
+        try:
+            process.wait(KILL_WAIT_S if sig == signal.SIGKILL else grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return tuple(sent)
+
+
+def end_group(pgid: int, grace_s: float) -> None:
+    """Children left in the program's group get SIGTERM, then SIGKILL after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    pid: int
+    argv: str
+    outcome: RunOutcome
+    is_program: bool
+
+
+def conclude_processes(out: Path, stopped: Stopped, command: str) -> list[Recorded]:
+    """Analyse every recorded process and write its summary; the program first."""
+    found = []
+    for folder in sorted(out.glob(f"{PROCESS_PREFIX}*")):
+        if not (folder / SAMPLES_FILE).exists():
+            continue
+        config = RunConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text("utf-8")))
+        start = process_start(folder)
+        pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)))
+        ending = program_ending(stopped) if pid == stopped.pid else child_ending(folder, pid)
+        argv = " ".join(str(a) for a in start.get("argv", []))
+        found.append(Recorded(pid, argv, conclude(config, ending, command), pid == stopped.pid))
+    return sorted(found, key=lambda r: (not r.is_program, r.pid))
+
+
+def process_start(folder: Path) -> dict[str, Any]:
+    with (folder / SAMPLES_FILE).open(encoding="utf-8") as samples:
+        for line in samples:
+            record = json.loads(line)
+            if record.get("type") == "event" and record.get("name") == "start":
+                return dict(record)
+    return {}
+
+
+def program_ending(stopped: Stopped) -> Ending:
+    code = f"exit code {stopped.exit_code}"
+    if stopped.how == INTERRUPTED:
+        return Ending(INTERRUPTED, [f"interrupted (Ctrl-C or SIGTERM) after {stopped.wall_s:.0f} "
+                                    f"s; the samples so far were analysed ({code})."],
+                      stopped.exit_code, stopped.wall_s)
+    if stopped.how == "duration":
+        how = ", then ".join(stopped.signals) or "a signal"
+        return Ending("finished", [f"recorded {stopped.wall_s:.0f} s, then stopped with {how} "
+                                   f"({code})."], stopped.exit_code, stopped.wall_s)
+    if stopped.exit_code not in (0, None):
+        return Ending("crashed", [f"the program exited with {code} after "
+                                  f"{stopped.wall_s:.1f} s (its output: {PROGRAM_LOG})."],
+                      stopped.exit_code, stopped.wall_s)
+    return Ending("finished", [f"the program ended by itself after {stopped.wall_s:.1f} s "
+                               f"({code})."], stopped.exit_code, stopped.wall_s)
+
+
+def child_ending(folder: Path, pid: int) -> Ending:
+    data = load_samples(folder / SAMPLES_FILE)
+    end = data.event("end")
+    if end is None:
+        return Ending(INTERRUPTED, [f"process {pid} ended before its recording did (killed?); "
+                                    "the samples so far were analysed."], None, 0.0)
+    return Ending("finished", [f"process {pid} ended after {float(end['t']):.0f} s."], None,
+                  float(end["t"]))
+
+
+def overall_verdict(processes: Sequence[Recorded]) -> str:
+    return max((p.outcome.verdict for p in processes), key=lambda v: RANK.get(v, 3),
+               default="error")

@@ -1,0 +1,169 @@
+"""The recorder: the worker's samplers inside someone else's program.
+
+One per recorded process, started by :mod:`harness.record.bootstrap` before
+the program's own code runs. A background thread polls the samplers every
+``POLL_S`` (the program has no loop of ours to poll from) and streams the
+same lines a worker writes to ``samples.jsonl`` in the process's folder, so
+the same analysis, verdicts and reports apply. ``stop`` ends the recording:
+``loop_end``, then the final windows (garbage, owner search, trim probe) and
+``end``, as a worker does; a process killed before that leaves every sample
+taken so far, and its analysis says it was cut short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from harness.config import RunConfig
+from harness.record import HOOKS, Reading
+from harness.runfiles.names import SAMPLES_FILE
+from harness.runfiles.samples import SampleWriter, header
+from harness.worker.samplers import Sampler, build_samplers
+from harness.worker.samplers.gauges import GaugesSampler
+
+POLL_S = 0.1  # the samplers keep their own intervals; this is how often they are asked
+JOIN_S = 5.0  # at most this long for the polling thread to finish its round
+
+
+class LiveGauges(GaugesSampler):
+    """The program's gauges, picked up as it registers them (``harness.record.gauge``)."""
+
+    def __init__(self, source: Mapping[str, Reading], interval_s: float) -> None:
+        super().__init__({}, interval_s)
+        self._source = source
+        self._dropped: set[str] = set()
+
+    def unavailable(self) -> str | None:
+        return None  # the program registers its gauges after the recorder starts
+
+    def take(self, now: float, final: bool = False) -> None:
+        for name, reading in list(self._source.items()):
+            if name not in self._gauges and name not in self._dropped:
+                self._gauges[name] = reading
+        super().take(now, final)
+
+    def _drop(self, name: str, now: float, why: str) -> None:
+        self._dropped.add(name)
+        super()._drop(name, now, why)
+
+
+@contextlib.contextmanager
+def sigterm_deferred() -> Iterator[None]:
+    """SIGTERM waits until the final windows are written (seconds), then takes effect.
+
+    A launcher often terminates its workers right after Ctrl-C reached them all:
+    the SIGTERM must not cut the recording short; SIGKILL still ends it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if received:
+            signal.raise_signal(signal.SIGTERM)
+
+
+class Recorder:
+    def __init__(self, folder: Path, config: RunConfig) -> None:
+        self.folder, self.config = folder, config
+        self.t0 = time.monotonic()
+        self.writer = SampleWriter(folder / SAMPLES_FILE)
+        self.samplers: list[Sampler] = []
+        self.abandoned = False  # a forked child's copy of its parent's recorder
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._stop_lock = threading.Lock()
+
+    def clock(self) -> float:
+        return time.monotonic() - self.t0
+
+    def start(self) -> None:
+        gc_info = {"mode": "program", "enabled": gc.isenabled(),
+                   "thresholds": list(gc.get_threshold())}
+        self.writer.write(header(self.config.to_dict(), gc_info))
+        self.writer.event("start", 0.0, pid=os.getpid(), ppid=os.getppid(),
+                          argv=list(getattr(sys, "orig_argv", sys.argv)))
+        for sampler in self._samplers():
+            reason = sampler.unavailable()
+            if reason is not None:
+                self.writer.event("sampler_unavailable", self.clock(), sampler=sampler.name,
+                                  reason=reason)
+                continue
+            sampler.start(self.writer, self.clock)
+            self.samplers.append(sampler)
+        HOOKS.on_idle = self._idle_reading
+        self._thread = threading.Thread(target=self._poll, name="leak-harness-recorder",
+                                        daemon=True)
+        self._thread.start()
+
+    def _samplers(self) -> list[Sampler]:
+        """The worker's samplers, with gauges that follow the program's registrations."""
+        every = self.config.intervals.gauges_s
+        return [LiveGauges(HOOKS.gauges, every) if s.name == GaugesSampler.name else s
+                for s in build_samplers(self.config, {})]
+
+    def _poll(self) -> None:
+        warm = self.config.warmup_s <= 0
+        if warm:
+            self.writer.event("warmup_end", 0.0, ops=HOOKS.ops)
+        while not self._halt.wait(POLL_S):
+            now = self.clock()
+            if not warm and now >= self.config.warmup_s:
+                warm = True
+                self.writer.event("warmup_end", now, ops=HOOKS.ops)
+            for sampler in self.samplers:
+                sampler.poll(now, HOOKS.ops)
+
+    def _idle_reading(self, values: dict[str, float]) -> None:
+        if values:
+            self.writer.sample("gauges", self.clock(), values=values, ops=HOOKS.ops)
+
+    def abandon(self) -> None:
+        """In a forked child: this is the parent's recording; unhook it, write nothing."""
+        self.abandoned = True
+        self.writer.disown()
+        for callback in list(gc.callbacks):
+            if getattr(callback, "__self__", None) in self.samplers:
+                gc.callbacks.remove(callback)
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()  # an allocation window was open at the fork
+
+    def stop(self, reason: str) -> None:
+        """End the recording once: the final windows, then ``end``. Never raises."""
+        with self._stop_lock:
+            if self._stopped or self.abandoned:
+                return
+            self._stopped = True
+        with sigterm_deferred():
+            self._finish(reason)
+
+    def _finish(self, reason: str) -> None:
+        self._halt.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(JOIN_S)
+        HOOKS.on_idle = None
+        if HOOKS.scenario:
+            self.writer.event("scenario", self.clock(), scenario=HOOKS.scenario)
+        self.writer.event("loop_end", self.clock(), ops=HOOKS.ops, reason=reason)
+        for sampler in self.samplers:
+            try:
+                sampler.stop()
+            except Exception as exc:  # the program is ending: record why, lose nothing else
+                self.writer.event("sampler_failed", self.clock(), sampler=sampler.name,
+                                  error=f"{type(exc).__name__}: {exc}")
+        self.writer.event("end", self.clock(), ops=HOOKS.ops, reason=reason)
+        self.writer.close()
