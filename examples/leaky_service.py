@@ -41,7 +41,7 @@ def remember(body: bytes) -> None:
 class EchoHandler(http.server.BaseHTTPRequestHandler):
     leak = False
 
-    def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.leak:
             remember(body)
@@ -53,7 +53,7 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         if record is not None:
             record.ops(1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the launcher's output
 
 
