@@ -10,6 +10,7 @@ run folder: the same analysis, verdicts and summary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from harness.parent.supervisor import Ending
 from harness.record.bootstrap import ENV, SITE_DIR
 from harness.runfiles.names import CONFIG_FILE, PROCESS_PREFIX, PROGRAM_LOG, SAMPLES_FILE
 from harness.runfiles.reader import load_samples
+from harness.runfiles.rundata import RunData
 from harness.runfiles.samples import PROJECT_ROOT
 from harness.verdicts import INTERRUPTED
 
@@ -194,12 +196,21 @@ def conclude_processes(out: Path, stopped: Stopped, command: str) -> list[Record
         if not (folder / SAMPLES_FILE).exists():
             continue
         config = RunConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text("utf-8")))
+        config = warmed_up(config, load_samples(folder / SAMPLES_FILE))
         start = process_start(folder)
         pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)))
         ending = program_ending(stopped) if pid == stopped.pid else child_ending(folder, pid)
         argv = " ".join(str(a) for a in start.get("argv", []))
         found.append(Recorded(pid, argv, conclude(config, ending, command), pid == stopped.pid))
     return sorted(found, key=lambda r: (not r.is_program, r.pid))
+
+
+def warmed_up(config: RunConfig, data: RunData) -> RunConfig:
+    """The warm-up counts from the program's ``ready()`` when it called it."""
+    ready = data.event("ready")
+    if ready is None:
+        return config
+    return dataclasses.replace(config, warmup_s=float(ready["t"]) + config.warmup_s)
 
 
 def process_start(folder: Path) -> dict[str, Any]:

@@ -12,6 +12,9 @@ Import them behind a guard, so the program runs unchanged without the harness::
         record.gauge("kv_lost", pool.lost_slots, at_idle=True)  # read at idle() only
     ...
     if record:
+        record.ready()           # start-up is over: the warm-up counts from here
+    ...
+    if record:
         record.ops(len(batch))   # work done: rates per 1000 operations become available
         if not scheduler.running:
             record.idle()        # the books must add up now (budget 'kv_lost: <= 0')
@@ -37,6 +40,7 @@ class Hooks:
     gauges: dict[str, Reading] = field(default_factory=dict)
     idle_gauges: dict[str, Reading] = field(default_factory=dict)
     on_idle: Callable[[dict[str, float]], None] | None = None  # set while recording
+    on_ready: Callable[[], None] | None = None  # set while recording
     scenario: str | None = None  # a calibrated scenario this program runs, if any
 
 
@@ -67,6 +71,16 @@ def idle() -> None:
         except Exception:  # a broken gauge must not break the program
             continue
     sink(values)
+
+
+def ready() -> None:
+    """Start-up is over (imports, building the caches): the warm-up counts from now.
+
+    Without it the warm-up counts from the interpreter's start, and start-up's
+    own garbage and growth may land in the measured window.
+    """
+    if HOOKS.on_ready is not None:
+        HOOKS.on_ready()
 
 
 def scenario(name: str) -> None:

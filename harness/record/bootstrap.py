@@ -106,6 +106,9 @@ def exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+exit_on_sigterm.ends_recording = True  # type: ignore[attr-defined]  # its exit stops the recorder
+
+
 def forked(settings: dict[str, Any]) -> None:
     """In a forked child: the parent's recorder is not ours to write; start our own."""
     if _active is not None:

@@ -27,11 +27,15 @@ from harness.config import RunConfig
 from harness.record import HOOKS, Reading
 from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.samples import SampleWriter, header
-from harness.worker.samplers import Sampler, build_samplers
+from harness.worker.samplers import Sampler, build_samplers, native_window
 from harness.worker.samplers.gauges import GaugesSampler
+from harness.worker.samplers.native import NativeSampler
 
 POLL_S = 0.1  # the samplers keep their own intervals; this is how often they are asked
 JOIN_S = 5.0  # at most this long for the polling thread to finish its round
+# memray's capture of a busy program takes seconds per second to read (and the
+# window is excluded from every judged rate): a short one names the sites as well.
+NATIVE_S = 0.5
 
 
 class LiveGauges(GaugesSampler):
@@ -72,7 +76,9 @@ def sigterm_deferred() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if received:
+        # The recording ends as the process does: a SIGTERM that asked for that exit has
+        # its way already; one the program handles itself is handed on.
+        if received and callable(previous) and not getattr(previous, "ends_recording", False):
             signal.raise_signal(signal.SIGTERM)
 
 
@@ -106,15 +112,24 @@ class Recorder:
             sampler.start(self.writer, self.clock)
             self.samplers.append(sampler)
         HOOKS.on_idle = self._idle_reading
+        HOOKS.on_ready = lambda: self.writer.event("ready", self.clock(), ops=HOOKS.ops)
         self._thread = threading.Thread(target=self._poll, name="leak-harness-recorder",
                                         daemon=True)
         self._thread.start()
 
     def _samplers(self) -> list[Sampler]:
-        """The worker's samplers, with gauges that follow the program's registrations."""
+        """The worker's samplers; gauges follow the program's registrations and the
+        native window's capture is read aside, as the program must go on."""
         every = self.config.intervals.gauges_s
-        return [LiveGauges(HOOKS.gauges, every) if s.name == GaugesSampler.name else s
-                for s in build_samplers(self.config, {})]
+        made = []
+        for sampler in build_samplers(self.config, {}):
+            if isinstance(sampler, GaugesSampler):
+                sampler = LiveGauges(HOOKS.gauges, every)
+            elif isinstance(sampler, NativeSampler):
+                start, length = native_window(self.config)
+                sampler = NativeSampler(start, min(length, NATIVE_S), read_aside=True)
+            made.append(sampler)
+        return made
 
     def _poll(self) -> None:
         warm = self.config.warmup_s <= 0
@@ -125,8 +140,13 @@ class Recorder:
             if not warm and now >= self.config.warmup_s:
                 warm = True
                 self.writer.event("warmup_end", now, ops=HOOKS.ops)
-            for sampler in self.samplers:
-                sampler.poll(now, HOOKS.ops)
+            for sampler in list(self.samplers):
+                try:
+                    sampler.poll(now, HOOKS.ops)
+                except Exception as exc:  # one sampler's failure must not end the others
+                    self.samplers.remove(sampler)
+                    self.writer.event("sampler_failed", self.clock(), sampler=sampler.name,
+                                      error=f"{type(exc).__name__}: {exc}")
 
     def _idle_reading(self, values: dict[str, float]) -> None:
         if values:
@@ -155,7 +175,7 @@ class Recorder:
         self._halt.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(JOIN_S)
-        HOOKS.on_idle = None
+        HOOKS.on_idle = HOOKS.on_ready = None
         if HOOKS.scenario:
             self.writer.event("scenario", self.clock(), scenario=HOOKS.scenario)
         self.writer.event("loop_end", self.clock(), ops=HOOKS.ops, reason=reason)

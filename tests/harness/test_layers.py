@@ -23,6 +23,10 @@ FORBIDDEN = {
     "harness": ("refcache", "scenarios"),
     "harness.worker": ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
                        "harness.pytest_plugin", "reports"),
+    # The recorder runs inside someone else's program: the worker's rules, and the
+    # hooks module (harness.record itself) imports nothing of the harness at all.
+    "harness.record": ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
+                       "harness.pytest_plugin", "reports"),
     "harness.analysis": ("harness.parent", "harness.worker", "harness.cli", "reports"),
     "harness.runfiles": ("harness.parent", "harness.worker", "harness.cli", "reports"),
     "harness.parent": ("harness.cli", "reports"),
@@ -79,7 +83,8 @@ def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     assert {"reports.suite", "reports.suite.x", "harness.cli"} <= set(imports(sample))
 
 
-@pytest.mark.parametrize("entry", ["harness.worker.main", "harness.worker.samplers"])
+@pytest.mark.parametrize("entry", ["harness.worker.main", "harness.worker.samplers",
+                                   "harness.record.bootstrap"])
 def test_the_worker_loads_nothing_of_the_parent_reports_or_statistics(entry: str) -> None:
     code = f"import sys, {entry}; print('\\n'.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -87,3 +92,11 @@ def test_the_worker_loads_nothing_of_the_parent_reports_or_statistics(entry: str
     loaded = done.stdout.split()
     assert entry in loaded
     assert [m for m in loaded if any(within(m, bad) for bad in WORKER_NEVER)] == []
+
+
+def test_the_recording_hooks_import_nothing_of_the_harness() -> None:
+    code = "import sys, harness.record; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    harness_modules = {m for m in done.stdout.split() if within(m, "harness")}
+    assert harness_modules == {"harness", "harness.record"}

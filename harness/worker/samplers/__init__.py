@@ -84,5 +84,5 @@ def _measured_span(config: RunConfig) -> tuple[float, float]:
 
 __all__ = [
     "ATTRIBUTION_SAMPLERS", "SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler",
-    "build_samplers",
+    "build_samplers", "native_window",
 ]

@@ -1,0 +1,58 @@
+"""Small programs to record: run as ``python tests/record/programs.py KIND``.
+
+- ``forks``: a parent that keeps memory flat and one multiprocessing fork
+  child that appends 4 KB bytes to a list (a leak) until SIGINT;
+- ``hooks``: counts ops, registers a gauge and an idle gauge that reads 3 lost
+  slots, and marks idle moments;
+- ``quick``: exits at once with the code given as the second argument.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+
+from harness import record
+
+KEPT: list[bytes] = []
+
+
+def grow_until_stopped() -> None:
+    try:
+        while True:
+            KEPT.append(os.urandom(4096))
+            time.sleep(0.002)
+    except KeyboardInterrupt:
+        pass
+
+
+def forks() -> None:
+    child = multiprocessing.get_context("fork").Process(target=grow_until_stopped)
+    child.start()
+    try:
+        while True:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    child.join(20)
+
+
+def hooks() -> None:
+    record.gauge("queue", lambda: 4.0)
+    record.gauge("lost_slots", lambda: 3.0, at_idle=True)
+    try:
+        while True:
+            record.ops(10)
+            record.idle()
+            time.sleep(0.01)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    if kind == "quick":
+        raise SystemExit(int(sys.argv[2]))
+    {"forks": forks, "hooks": hooks}[kind]()
