@@ -8,7 +8,7 @@ SHARD ?=
 TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity false-alarms attribution-cost lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity false-alarms attribution-cost record-overhead lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ sensitivity: install ## leak zoo: which leak kinds are caught at 20 s and 60 s (
 
 attribution-cost: install ## judged rates and wall time with attribution windows on vs off (~8 min)
 	$(PY) bench/attribution_cost.py
+
+record-overhead: install ## ops/s of a program recorded vs not, sampling alone and everything on (~8 min)
+	$(PY) bench/record_overhead.py
 
 false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 runs at once (~40 min)
 	$(PY) bench/sensitivity.py --non-leaks --seeds 10 --section "false alarms"
