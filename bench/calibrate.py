@@ -79,6 +79,20 @@ def calibration(points: list[Point]) -> dict[str, dict[str, list[list[float]]]]:
     return signals
 
 
+def merged(old: dict[str, Any], new: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """``old`` with the points of ``names`` replaced by ``new``'s; ``*`` pooled again."""
+    signals: dict[str, dict[str, list[list[float]]]] = {}
+    for document, replaced in ((old, names), (new, [])):
+        for signal, by_scenario in document["signals"].items():
+            for who, points in by_scenario.items():
+                if who != ANY_SCENARIO and who not in replaced:
+                    signals.setdefault(signal, {})[who] = points
+    for by_scenario in signals.values():
+        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items() for p in pts)
+    return {**old, "measured": f"{old.get('measured')}; {', '.join(names)}: {new['measured']}",
+            "how": new["how"] + (" (merged)" if names else ""), "signals": signals}
+
+
 def dump(document: dict[str, Any]) -> str:
     """JSON with one line per signal and scenario, so a diff shows what moved."""
     head = {k: v for k, v in document.items() if k != "signals"}
@@ -97,23 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durations", default="20s,60s")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("-k", dest="select", default="", help="scenarios whose name contains this")
+    parser.add_argument("-k", dest="select", default="",
+                        help="scenarios whose name contains one of these (a,b)")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other scenarios' points from --out; re-measure only -k's")
     args = parser.parse_args(argv)
-    names = [n for n in scenario_names() if args.select in n]
+    names = [n for n in scenario_names() if any(k in n for k in args.select.split(","))]
     durations = args.durations.split(",")
     jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(one_run, n, d, s, Path(tmp)) for n, d, s in jobs]
         points = [p for f in futures for p in f.result()]
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "measured": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "how": f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
-               f"--jobs {args.jobs}; one point per fixed run: its judged window and "
-               f"{MARGIN} x its judged growth over it",
-        "signals": calibration(points),
-    }
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    how = (f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
+           f"--jobs {args.jobs}; one point per fixed run: its judged window and "
+           f"{MARGIN} x its judged growth over it")
+    document: dict[str, Any] = {"format": FORMAT, "measured": now, "how": how,
+                                "signals": calibration(points)}
+    if args.merge:
+        document = merged(json.loads(args.out.read_text(encoding="utf-8")), document, names)
     args.out.write_text(dump(document), encoding="utf-8")
     print(f"calibration written to {args.out}")
     return 0
