@@ -155,6 +155,7 @@ class Recorder:
     def abandon(self) -> None:
         """In a forked child: this is the parent's recording; unhook it, write nothing."""
         self.abandoned = True
+        self._halt.set()  # no thread survives a fork; in this process, stop polling too
         self.writer.disown()
         for callback in list(gc.callbacks):
             if getattr(callback, "__self__", None) in self.samplers:
