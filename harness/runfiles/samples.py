@@ -51,10 +51,12 @@ class SampleWriter:
         self.write({"type": "event", "t": round(t, 4), "name": name, **fields})
 
     def disown(self) -> None:
-        """Drop every later write without touching the file: in a forked child, whose
-        copy of the lock may be held by a thread that no longer exists, and whose file
-        is its parent's."""
+        """Drop every later write and close this copy of the file without the lock: in a
+        forked child, whose copy of the lock may be held by a thread that no longer
+        exists, and whose file is its parent's (each line is flushed as it is written,
+        so closing the child's descriptor writes nothing)."""
         self._closed = True
+        self._file.close()
 
     def close(self) -> None:
         with self._lock:
