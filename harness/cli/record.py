@@ -88,7 +88,7 @@ class RecordCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         program = program_from(args.command)
-        config = record_config(args, program.shown)
+        config = record_config(args, program.name)
         out = config.path
         claim(out)
         cancel = threading.Event()
@@ -114,16 +114,14 @@ class RecordCommand:
         return signals.exit_code(exit_code(verdict))
 
 
-def record_config(args: argparse.Namespace, shown: str) -> RunConfig:
+def record_config(args: argparse.Namespace, name: str) -> RunConfig:
     duration = duration_from("--duration", args.duration) if args.duration else None
     warmup = duration_from("--warmup", args.warmup)
     budgets = merge_budgets(RECORD_BUDGETS, args.budget, "--budget")
     # Gauges come from the program as it runs: a budget on one is skipped, with its
     # reason, when the program never registers it.
     gauges = tuple(b for b in budgets if b.partition(":")[0].strip() not in JUDGED_SIGNALS)
-    out = Path(args.out) if args.out else default_rundir(Path(shown.split()[-1]).stem or "program")
-    if not args.out:
-        out = RECORD_DIR / out.name
+    out = Path(args.out) if args.out else RECORD_DIR / default_rundir(name).name
     return RunConfig(
         scenario=UNCALIBRATED, rundir=str(out), duration_s=duration,
         max_ops=None if duration else UNBOUNDED_OPS, warmup_s=warmup, budgets=budgets,

@@ -50,6 +50,14 @@ class Program:
     argv: list[str]  # what runs: this interpreter, so the recorder can be imported
     shown: str  # as the user typed it
 
+    @property
+    def name(self) -> str:
+        """The script's or module's name, for folder names."""
+        if self.argv[1:2] == ["-m"]:
+            return self.argv[2].rsplit(".", 1)[-1]
+        main = self.argv[1]
+        return Path(main).stem if not main.startswith("-") else "python"
+
 
 def program_from(command: Sequence[str]) -> Program:
     """The program after ``--``; a UsageError in one sentence when it cannot be recorded."""
