@@ -68,13 +68,18 @@ class SlotAllocator:
 
     def alloc(self, n: int) -> torch.Tensor | None:
         """n slot ids, or None when fewer than n are free (the caller evicts)."""
+        taken = self._take(n)
+        return None if taken is None else taken.clone()
+
+    def _take(self, n: int) -> torch.Tensor | None:
+        """n slot ids as a view of the free list (which stays alive while the view does)."""
         if n < 0:
             raise PoolError(f"{self.name}: cannot allocate {n} slots")
         if n > self._free.numel():
             return None
         out, self._free = self._free[:n], self._free[n:]
         self._in_use[out] = True
-        return out.clone()
+        return out
 
     def free(self, ids: torch.Tensor) -> None:
         if ids.numel() == 0:
@@ -134,10 +139,4 @@ class HostPool(SlotAllocator):
         self.buffer = torch.zeros((size, row_elems), dtype=torch.float16)
 
     def alloc(self, n: int) -> torch.Tensor | None:
-        if n < 0:
-            raise PoolError(f"{self.name}: cannot allocate {n} slots")
-        if n > self._free.numel():
-            return None
-        out, self._free = self._free[:n], self._free[n:]
-        self._in_use[out] = True
-        return out
+        return self._take(n)

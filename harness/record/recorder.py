@@ -27,7 +27,7 @@ from harness.config import RunConfig
 from harness.record import HOOKS, Reading
 from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.samples import SampleWriter, header
-from harness.worker.samplers import Sampler, build_samplers, native_window
+from harness.worker.samplers import Sampler, build_samplers, native_window, start_available
 from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.native import NativeSampler
 
@@ -103,14 +103,7 @@ class Recorder:
         self.writer.write(header(self.config.to_dict(), gc_info))
         self.writer.event("start", 0.0, pid=os.getpid(), ppid=os.getppid(),
                           argv=list(getattr(sys, "orig_argv", sys.argv)))
-        for sampler in self._samplers():
-            reason = sampler.unavailable()
-            if reason is not None:
-                self.writer.event("sampler_unavailable", self.clock(), sampler=sampler.name,
-                                  reason=reason)
-                continue
-            sampler.start(self.writer, self.clock)
-            self.samplers.append(sampler)
+        self.samplers = start_available(self._samplers(), self.writer, self.clock)
         HOOKS.on_idle = self._idle_reading
         HOOKS.on_ready = lambda: self.writer.event("ready", self.clock(), ops=HOOKS.ops)
         self._thread = threading.Thread(target=self._poll, name="leak-harness-recorder",

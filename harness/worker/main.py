@@ -36,7 +36,7 @@ from harness.runfiles.samples import SampleWriter, header
 from harness.runfiles.signals import JUDGED_SIGNALS
 from harness.worker.gcmode import apply_gc_mode
 from harness.worker.loop import Limits, ScenarioFailure, drive
-from harness.worker.samplers import Sampler, build_samplers
+from harness.worker.samplers import Sampler, build_samplers, start_available
 from harness.worker.samplers.base import forced_collection
 
 EXIT_OK, EXIT_CRASHED, EXIT_REFUSED, EXIT_HARNESS = 0, 1, 2, 3
@@ -115,14 +115,8 @@ class Worker:
             raise ScenarioFailure("gauges") from exc
 
     def start_samplers(self, gauges: dict[str, Gauge]) -> None:
-        for sampler in build_samplers(self.config, gauges):
-            reason = sampler.unavailable()
-            if reason is not None:
-                self.writer.event("sampler_unavailable", self.clock(), sampler=sampler.name,
-                                  reason=reason)
-                continue
-            sampler.start(self.writer, self.clock)
-            self.samplers.append(sampler)
+        self.samplers = start_available(build_samplers(self.config, gauges), self.writer,
+                                        self.clock)
 
     def write_notes(self, workload: Workload) -> None:
         """The workload's own facts for attribution (optional ``notes()``, see harness.api)."""

@@ -6,12 +6,13 @@ it, and ``build_samplers`` makes the enabled ones in its order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from harness.api import Gauge
 from harness.worker.samplers.allocations import AllocationSampler
-from harness.worker.samplers.base import PeriodicSampler, Sampler
+from harness.worker.samplers.base import Clock, PeriodicSampler, Sampler, Sink
 from harness.worker.samplers.garbage import GarbageSampler
 from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.gc_events import GcEventsSampler
@@ -39,6 +40,7 @@ SAMPLER_TYPES = (
 ALLOC_AT = (0.25, 0.65)
 ALLOC_SHARE = 1 / 12
 NATIVE_AT = 0.45  # the native window (memray, when installed): between the two
+NATIVE_MIN_SPAN_S = 10.0
 OPS_ONLY_SPAN_S = 60.0  # where windows go when only an op count bounds the run
 SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
 # The samplers that only say where growth comes from (``--no-attribution`` drops them).
@@ -63,6 +65,19 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
     return [s for s in made if s.name in config.samplers]
 
 
+def start_available(samplers: Sequence[Sampler], sink: Sink, clock: Clock) -> list[Sampler]:
+    """Start the samplers that can run here; the others are an event with their reason."""
+    started = []
+    for sampler in samplers:
+        reason = sampler.unavailable()
+        if reason is not None:
+            sink.event("sampler_unavailable", clock(), sampler=sampler.name, reason=reason)
+            continue
+        sampler.start(sink, clock)
+        started.append(sampler)
+    return started
+
+
 def allocation_windows(config: RunConfig) -> tuple[list[float], float]:
     """Start times and length of the allocation windows, on the run's clock."""
     warm, span = _measured_span(config)
@@ -71,9 +86,13 @@ def allocation_windows(config: RunConfig) -> tuple[list[float], float]:
 
 
 def native_window(config: RunConfig) -> tuple[float, float]:
-    """Start time and length of the native window: as long as an allocation window."""
+    """Start time and length of the native window: as long as an allocation window.
+
+    A run shorter than NATIVE_MIN_SPAN_S gets none (it would start at infinity):
+    reading the capture takes seconds, which a short run cannot spare."""
     warm, span = _measured_span(config)
-    return warm + NATIVE_AT * span, min(config.intervals.alloc_window_s, span * ALLOC_SHARE)
+    start = warm + NATIVE_AT * span if span >= NATIVE_MIN_SPAN_S else math.inf
+    return start, min(config.intervals.alloc_window_s, span * ALLOC_SHARE)
 
 
 def _measured_span(config: RunConfig) -> tuple[float, float]:
@@ -84,5 +103,5 @@ def _measured_span(config: RunConfig) -> tuple[float, float]:
 
 __all__ = [
     "ATTRIBUTION_SAMPLERS", "SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler",
-    "build_samplers", "native_window",
+    "build_samplers", "native_window", "start_available",
 ]
