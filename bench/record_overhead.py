@@ -1,6 +1,6 @@
 """What recording costs a program: its own ops/s recorded and not, in one run.
 
-The program (``bench/record_target.py``) steps ``radix-steady``'s workload for
+The program (``bench/record_target.py``, a steady CPU-bound loop) runs for
 ``--duration`` seconds and prints the ops it did per CPU second of its own, and
 per wall second, over the part after its ``--skip`` seconds. It runs ``--pairs``
 times unrecorded and recorded, interleaved A B B A so drift cancels, in three
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     importable_here()
     rec = Record("record-overhead", "Record overhead", vars(args))
-    rec.say(f"{TARGET_PROGRAM}: radix-steady's workload, {args.duration:g} s per run, ops "
+    rec.say(f"{TARGET_PROGRAM}: a steady CPU-bound loop, {args.duration:g} s per run, ops "
             f"counted after {args.skip:g} s; {args.pairs} interleaved pairs per mode")
     costs: dict[str, list[float]] = {"sampling": [], "everything": []}
     rates: dict[str, list[float]] = {"plain": [], "sampling": [], "everything": []}
