@@ -169,7 +169,7 @@ def show(processes: list[Recorded], verdict: str, stopped: Stopped) -> None:
 
 
 def write_index(out: Path, processes: list[Recorded], verdict: str, stopped: Stopped) -> None:
-    """``record.json`` (every process's verdict) and ``index.html`` (one plot per process)."""
+    """``record.json`` (every process's verdict) and ``record.html`` (one plot per process)."""
     from reports.record import write_record_index  # lazy: matplotlib stays off this path
 
     summary = {

@@ -29,4 +29,4 @@ GAUGES_PLOT = "gauges.png"
 PROGRAM_LOG = "program.log"  # the program's own output, as it printed it
 PROCESS_PREFIX = "proc-"  # proc-<pid>/: a run folder as above
 RECORD_SUMMARY = "record.json"  # every process's verdict and the overall one
-RECORD_INDEX = "index.html"
+RECORD_INDEX = "record.html"

@@ -49,7 +49,7 @@ def test_leaky_service_child_is_named_with_its_site_and_passes_without_the_leak(
         assert {p["verdict"] for p in found} <= {"pass", "suspicious"}
     assert "requests answered" in (tmp_path / "rec" / "program.log").read_text() or \
         "stopped" in (tmp_path / "rec" / "program.log").read_text()
-    assert (tmp_path / "rec" / "index.html").exists()
+    assert (tmp_path / "rec" / "record.html").exists()
 
 
 def scenario_budgets(name: str) -> list[str]:
