@@ -89,8 +89,12 @@ def merged(old: dict[str, Any], new: dict[str, Any], names: list[str]) -> dict[s
                     signals.setdefault(signal, {})[who] = points
     for by_scenario in signals.values():
         by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items() for p in pts)
-    return {**old, "measured": f"{old.get('measured')}; {', '.join(names)}: {new['measured']}",
-            "how": new["how"] + (" (merged)" if names else ""), "signals": signals}
+    # Earlier notes about the same scenarios are superseded by this measurement.
+    kept = [note for note in str(old.get("measured", "")).split("; ")
+            if not set(note.partition(": ")[0].split(", ")) <= set(names)]
+    return {**old, "measured": "; ".join([*kept, f"{', '.join(names)}: {new['measured']}"]),
+            "how": f"{old.get('how')}; {', '.join(names)} re-measured: {new['how']}",
+            "signals": signals}
 
 
 def dump(document: dict[str, Any]) -> str:

@@ -246,19 +246,18 @@ def python_seen_natively(windows: Sequence[Mapping[str, Any]]) -> float:
     if span <= 0:
         return 0.0
     kept = sum(s["bytes"] for s in window.get("sites") or []
-               if str(s["native"]).startswith(PYTHON_ALLOCATORS)
-               and not any(d in str(s["python"]) for d in DRIVER_SITES))
+               if through_python_allocator(s) and not from_driver(s))
     return float(kept) * 3600.0 / span
 
 
-def native_site_counts(site: Mapping[str, Any]) -> bool:
-    """Whether a native window's site can explain native growth.
+def through_python_allocator(site: Mapping[str, Any]) -> bool:
+    """A native window's site whose allocator is Python's own: a Python allocation."""
+    return str(site["native"]).startswith(PYTHON_ALLOCATORS)
 
-    Python's own allocator functions are Python allocations (the allocation
-    windows' business), and the scenario driver is never the culprit.
-    """
-    python_allocator = str(site["native"]).startswith(PYTHON_ALLOCATORS)
-    return not python_allocator and not any(d in str(site["python"]) for d in DRIVER_SITES)
+
+def from_driver(site: Mapping[str, Any]) -> bool:
+    """A native window's site in the scenario driver, which is never the culprit."""
+    return any(d in str(site["python"]) for d in DRIVER_SITES)
 
 
 def native_sites_text(windows: Sequence[Mapping[str, Any]]) -> str:
@@ -267,7 +266,8 @@ def native_sites_text(windows: Sequence[Mapping[str, Any]]) -> str:
         return NATIVE_HINT
     window = windows[-1]
     span = float(window["t"]) - float(window["from_t"])
-    sites = [s for s in window.get("sites") or [] if s["bytes"] > 0 and native_site_counts(s)]
+    sites = [s for s in window.get("sites") or []
+             if s["bytes"] > 0 and not through_python_allocator(s) and not from_driver(s)]
     sites = sites[:TOP_NATIVE]
     if not sites or span <= 0:
         return NATIVE_BLIND

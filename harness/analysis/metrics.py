@@ -12,7 +12,7 @@ Metric names for a series ``p`` (``rss``, ``uss`` or a gauge name), unit ``u``
   growth this run can confirm: half the judged slope's interval plus the
   calibrated growth of a healthy run over the same window
   (:mod:`harness.analysis.calibration`), and at least one page over the window
-  for shmem.
+  for the series that move by pages (rss, uss, shmem).
 
 A budget's ``budget`` and ``status`` go on the metric it was judged on.
 """

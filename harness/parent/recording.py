@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from harness.config import RunConfig
 from harness.errors import UsageError
@@ -203,11 +203,12 @@ def conclude_processes(out: Path, stopped: Stopped, command: str) -> list[Record
     for folder in sorted(out.glob(f"{PROCESS_PREFIX}*")):
         if not (folder / SAMPLES_FILE).exists():
             continue
+        data = load_samples(folder / SAMPLES_FILE)
         config = RunConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text("utf-8")))
-        config = warmed_up(config, load_samples(folder / SAMPLES_FILE))
-        start = process_start(folder)
+        config = warmed_up(config, data)
+        start = data.event("start") or {}
         pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)))
-        ending = program_ending(stopped) if pid == stopped.pid else child_ending(folder, pid)
+        ending = program_ending(stopped) if pid == stopped.pid else child_ending(data, pid)
         argv = " ".join(str(a) for a in start.get("argv", []))
         found.append(Recorded(pid, argv, conclude(config, ending, command), pid == stopped.pid))
     return sorted(found, key=lambda r: (not r.is_program, r.pid))
@@ -219,15 +220,6 @@ def warmed_up(config: RunConfig, data: RunData) -> RunConfig:
     if ready is None:
         return config
     return dataclasses.replace(config, warmup_s=float(ready["t"]) + config.warmup_s)
-
-
-def process_start(folder: Path) -> dict[str, Any]:
-    with (folder / SAMPLES_FILE).open(encoding="utf-8") as samples:
-        for line in samples:
-            record = json.loads(line)
-            if record.get("type") == "event" and record.get("name") == "start":
-                return dict(record)
-    return {}
 
 
 def program_ending(stopped: Stopped) -> Ending:
@@ -248,8 +240,7 @@ def program_ending(stopped: Stopped) -> Ending:
                                f"({code})."], stopped.exit_code, stopped.wall_s)
 
 
-def child_ending(folder: Path, pid: int) -> Ending:
-    data = load_samples(folder / SAMPLES_FILE)
+def child_ending(data: RunData, pid: int) -> Ending:
     end = data.event("end")
     if end is None:
         return Ending(INTERRUPTED, [f"process {pid} ended before its recording did (killed?); "

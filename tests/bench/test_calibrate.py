@@ -14,4 +14,6 @@ def test_merge_replaces_the_measured_scenarios_and_pools_every_point_again() -> 
     heap = got["signals"]["heap"]
     assert heap["a"] == [[20.0, 5.0]] and heap["b"] == [[20.0, 1.0]] and heap["c"] == [[60.0, 9.0]]
     assert heap["*"] == [[20.0, 1.0], [20.0, 5.0], [60.0, 9.0]]
-    assert got["measured"] == "then; b, c: now"
+    assert got["measured"] == "then; b, c: now" and got["how"] == "x; b, c re-measured: y"
+    again = merged(got, {**new, "measured": "later"}, ["b", "c"])
+    assert again["measured"] == "then; b, c: later"  # the superseded note goes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,27 @@ def test_the_window_names_what_a_c_allocator_kept_and_brackets_itself_in_events(
 def test_without_memray_the_sampler_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert NativeSampler(1.0, 1.0).unavailable() == INSTALL_HINT
+
+
+def test_a_capture_that_cannot_be_read_still_ends_the_window(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.worker.samplers import native
+    from harness.worker.samplers.base import BaseSampler
+
+    def broken(path: str) -> list[dict[str, Any]]:
+        raise ValueError("truncated capture")
+
+    monkeypatch.setattr(native, "read_sites", broken)
+    clock, sink = FakeClock(), Recorder()
+    sampler = NativeSampler(1.0, 0.5)
+    BaseSampler.start(sampler, sink, clock)  # memray need not be installed to read nothing
+    capture = tmp_path / "capture.bin"
+    capture.write_bytes(b"")
+    sampler._path, sampler._began = str(capture), (1.0, 3)
+    sampler._read(1.5)
+    (line,) = sink.of("native")
+    assert line["sites"] == [] and line["error"] == "ValueError: truncated capture"
+    ends = [e for e in sink.of("event") if e["name"] == "attribution"]
+    assert [(e["phase"], e["window"]) for e in ends] == [("end", NATIVE_WINDOW)]
+    assert not capture.exists()

@@ -106,8 +106,11 @@ class NativeSampler(BaseSampler):
 
     def _read(self, now: float) -> None:
         began = time.perf_counter()
+        error: dict[str, str] = {}
         try:
             sites = read_sites(self._path)
+        except Exception as exc:  # the window must still end, or it would hide the run's rest
+            sites, error = [], {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             os.unlink(self._path)
         # The window ends once its capture is read: seconds on a busy heap, with the
@@ -117,7 +120,7 @@ class NativeSampler(BaseSampler):
                         complete=True)
         self.sink.sample("native", now, from_t=round(self._began[0], 4),
                          ops=self.ops - self._began[1], sites=sites,
-                         seconds=round(time.perf_counter() - began, 3))
+                         seconds=round(time.perf_counter() - began, 3), **error)
 
 
 def read_sites(path: str) -> list[dict[str, Any]]:
