@@ -18,7 +18,7 @@ BASIS_SUFFIX = {
 }
 BASIS_WORDS = {
     "all": "growth",
-    "floor": "growth of the post-collection floor",
+    "floor": "growth of the floor under its drops",
     "tail": "growth in the last third",
     "after_step": "growth after the step",
 }

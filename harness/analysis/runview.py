@@ -28,10 +28,10 @@ from harness.analysis.filling import FILL_GAUGE, still_filling
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import Level, level
-from harness.analysis.slope import sen_slope
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
 from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
+from harness.analysis.windows import attribution_windows, bridged, held_back, traced_bytes, without
 from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.signals import MEMORY_SIGNALS
 
@@ -47,7 +47,6 @@ PAGE = 4096.0
 QUANTUM = {"shmem": PAGE, "rss": PAGE, "uss": PAGE}  # the smallest step a series moves by
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
-BRIDGE_SAMPLES = 5  # samples each side of a window that set the level it is bridged at
 COUNT_SIGNALS = tuple(name for name, unit in MEMORY_SIGNALS.items() if not unit)
 END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
 BYTE_SERIES = ("rss", "uss", *(name for name, unit in MEMORY_SIGNALS.items() if unit == "B"))
@@ -77,8 +76,10 @@ class RunView:
         self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
         # Samples an allocation window slowed down (tracemalloc, ~2x) judge nothing.
         self.traced = attribution_windows(run)
+        bounds = traced_bytes(run)
         self.series = {
-            name: bridged(s, self.traced) if name in MEMORY_SERIES else without(s, self.traced)
+            name: bridged(s, self.traced, bounds) if name in MEMORY_SERIES
+            else without(s, self.traced)
             for name, s in self.series.items()
         }
         self.ops = _ops_series(run)
@@ -163,7 +164,7 @@ class RunView:
         label = f"{name} {BASIS_WORDS[trend.basis]}"
         allowed = self.allowance(name, slope.span_s)
         judged = judge_rate(label, slope.per_h, slope.ci, budget, allowed)
-        if judged.status == "leak" and name in CALIBRATED:
+        if judged.status in ("leak", "suspicious") and name in CALIBRATED:
             judged = self._unless_filling(judged, end_s)
         return judged, judged_name(name, trend)
 
@@ -240,8 +241,9 @@ def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:
             notes.append(_warmup_note(name, view.series[name], view.start_s, trend))
         if trend.floor is not None:
             notes.append(
-                f"{name}: sawtooth ({trend.drops} drops); judged on the post-collection floor, "
-                f"{format_rate(trend.reclaimable, unit)} above it is freed by collections."
+                f"{name}: sawtooth ({trend.drops} drops); judged on the floor under the drops, "
+                f"{format_rate(trend.reclaimable, unit)} above it is taken and given back again "
+                "(by collections or by the program), not kept."
             )
         if trend.step is not None and trend.basis == "after_step":
             notes.append(
@@ -281,95 +283,6 @@ def _warmup_note(name: str, series: Series, start_s: float, trend: Trend) -> str
         f"{name}: the first {format_duration(trend.start_s - start_s)} looked like warm-up "
         f"and was not measured{early}."
     )
-
-
-def attribution_windows(run: RunData) -> list[tuple[float, float]]:
-    """The (start, end) of every allocation window, from its ``attribution`` events.
-
-    A window the run cut short has no end event: it lasts to the end of the run.
-    """
-    starts: dict[int, float] = {}
-    spans = []
-    for event in run.events:
-        if event.get("name") != "attribution":
-            continue
-        if event.get("phase") == "start":
-            starts[int(event["window"])] = float(event["t"])
-        elif int(event.get("window", -1)) in starts:
-            spans.append((starts.pop(int(event["window"])), float(event["t"])))
-    return spans + [(start, math.inf) for start in starts.values()]
-
-
-def without(series: Series, windows: Sequence[tuple[float, float]]) -> Series:
-    """``series`` minus the samples taken inside any of ``windows``."""
-    if not windows or not len(series):
-        return series
-    keep = np.ones(series.t.size, dtype=bool)
-    for start, end in windows:
-        keep &= ~((series.t >= start) & (series.t <= end))
-    return Series(series.t[keep], series.v[keep], series.unit)
-
-
-def bridged(series: Series, windows: Sequence[tuple[float, float]]) -> Series:
-    """``series`` without a window's samples and without the level a window leaves behind.
-
-    tracemalloc leaves memory behind when it stops (measured: 5-130 KB of C
-    heap per window, more on a large workload), a step no production process
-    would show. Each window's step is the level after it minus the level
-    before it, less what the series' own slope accounts for over the gap, and
-    is taken off every later sample; the slope is the median of the slopes of
-    the stretches between windows (one line through the steps would count them
-    as growth).
-    """
-    kept = without(series, windows)
-    closed = [(start, end) for start, end in windows if math.isfinite(end)]
-    if not closed or len(kept) < 2 * BRIDGE_SAMPLES:
-        return kept
-    per_s = _within_segments_slope(kept, closed)
-    v = kept.v.copy()
-    for start, end in sorted(closed):
-        before, after = kept.t < start, kept.t > end
-        if np.count_nonzero(before) < BRIDGE_SAMPLES or np.count_nonzero(after) < BRIDGE_SAMPLES:
-            continue
-        t0 = float(np.median(kept.t[before][-BRIDGE_SAMPLES:]))
-        t1 = float(np.median(kept.t[after][:BRIDGE_SAMPLES]))
-        step = (float(np.median(v[before][-BRIDGE_SAMPLES:]))
-                - float(np.median(v[after][:BRIDGE_SAMPLES])))
-        v[after] += step + per_s * (t1 - t0)
-    return Series(kept.t, v, kept.unit)
-
-
-def _within_segments_slope(series: Series, windows: Sequence[tuple[float, float]]) -> float:
-    """Median slope (per second) of the stretches of ``series`` between windows."""
-    edges = [-math.inf, *sorted(x for w in windows for x in w), math.inf]
-    slopes = []
-    for lo, hi in zip(edges[::2], edges[1::2], strict=True):
-        inside = (series.t > lo) & (series.t < hi)
-        if np.count_nonzero(inside) >= 2 * BRIDGE_SAMPLES:
-            fitted = sen_slope(series.t[inside], series.v[inside])
-            if fitted is not None:
-                slopes.append(fitted.per_h / 3600.0)
-    return float(np.median(slopes)) if slopes else 0.0
-
-
-def held_back(series: Series, windows: Sequence[dict[str, Any]], name: str) -> Series:
-    """``series`` as a process without the harness's own collections would hold it.
-
-    Each garbage window forces full collections and frees cyclic garbage that a
-    production process with rare gen-2 collections keeps; the window records
-    how much of ``name`` that released, and it is added back to every later
-    sample. Without this, a leak of cycles would look flat in the heap while
-    the process it stands for grows (only the cyclic-garbage budget would see it).
-    """
-    released = [(float(w["t"]), float(w.get("released", {}).get(name, 0.0))) for w in windows]
-    released = [(t, amount) for t, amount in released if amount > 0]
-    if not released:
-        return series
-    times = np.asarray([t for t, _ in released])
-    totals = np.cumsum([amount for _, amount in released])
-    index = np.searchsorted(times, series.t, side="left")  # windows strictly before each sample
-    added = np.concatenate(([0.0], totals))[index]
-    return Series(series.t, series.v + added, series.unit)
 
 
 def _ops_series(run: RunData) -> Series:

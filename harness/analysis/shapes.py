@@ -2,8 +2,9 @@
 
 - warm-up: the initial transient (imports, arenas, caches filling) before the
   steady state; cut with MSER (White 1997), fitting a line instead of a mean.
-- sawtooth: slow rises and sudden drops, as gen-2 collections free cyclic
-  garbage; the bottoms of the drops are the post-collection floor.
+- sawtooth: rises and sudden drops, as gen-2 collections free cyclic garbage
+  or a program frees a large buffer; the bottoms of the drops are the floor
+  (after a collection: the post-collection floor).
 - step: one jump between two flat-ish levels (a pool or arena grown once).
 
 All functions take ``t`` in seconds (sorted) and ``v`` in the series' unit.

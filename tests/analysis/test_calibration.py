@@ -16,8 +16,8 @@ from harness.analysis.calibration import (
     load_calibration,
     parse,
 )
-from harness.analysis.runview import held_back
 from harness.analysis.verdict import Allowance, judge_rate
+from harness.analysis.windows import held_back
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB
 

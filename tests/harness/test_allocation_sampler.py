@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.runview import attribution_windows, bridged, without
+from harness.analysis.windows import attribution_windows, bridged, without
 from harness.runfiles.rundata import RunData, Series
 from harness.worker.samplers.allocations import AllocationSampler
 from tests.harness.test_samplers import FakeClock, Recorder
@@ -47,6 +47,7 @@ def test_a_window_names_the_line_that_keeps_its_allocations() -> None:
     assert line["ops"] > 0 and line["from_t"] >= 1.0
     phases = [(e["phase"], e["window"]) for e in sink.of("event")]
     assert phases == [("start", 1), ("end", 1)]
+    assert sink.of("event")[-1]["traced_bytes"] > 0  # bounds what the window can leave behind
     assert not tracemalloc.is_tracing()
     KEPT.clear()
 
@@ -85,3 +86,27 @@ def test_the_level_a_window_leaves_behind_is_bridged_and_the_slope_kept() -> Non
     assert np.allclose(gains, slope, rtol=0.02)  # no step left, the growth kept
     flat = bridged(Series(t, np.full(t.size, 5.0), ""), windows)
     assert np.allclose(flat.v, 5.0)
+
+
+def sawtooth(t: np.ndarray, height: float, period_s: float) -> np.ndarray:
+    """A buffer of ``height`` held for the first half of every period."""
+    return 1e8 + height * ((t % period_s) < period_s / 2)
+
+
+def test_a_buffer_freed_while_a_window_ran_is_the_programs_not_a_residue() -> None:
+    t = np.arange(0, 30, 0.1)
+    v = sawtooth(t, 16e6, 4.0)
+    windows = [(1.5, 2.5), (9.5, 10.5)]  # each spans a fall: held before, freed after
+    assert np.ptp(bridged(Series(t, v, "B"), windows).v) <= 16e6 + 1  # no staircase
+
+
+def test_a_rise_beyond_what_tracemalloc_held_is_kept_and_a_smaller_one_bridged() -> None:
+    t = np.arange(0, 30, 0.1)
+    v = sawtooth(t, 16e6, 4.0) + 100_000 * (t > 17.2)  # a residue at the second window
+    windows = [(3.5, 4.5), (16.8, 17.2)]  # the first spans a rise of the buffer
+    out = bridged(Series(t, v, "B"), windows, {3.5: 2e6, 16.8: 2e6})
+    after = out.t > 17.5
+    expected = sawtooth(out.t, 16e6, 4.0)
+    assert np.allclose(out.v[after], expected[after], atol=1.0)  # residue off, buffer kept
+    unbounded = bridged(Series(t, v, "B"), windows)
+    assert unbounded.v[after].max() < expected[after].max() - 15e6  # what a bound prevents
