@@ -320,6 +320,28 @@ def report_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
     rec.target("no false leak on the non-leaks", not false,
                f"{len(false)} of {len(fixed)} non-leak runs said leak",
                why=f"leak on {', '.join(where)}")
+    culprit_targets(rec, rows)
+
+
+def culprit_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
+    """Issue 13's: each leak kind's culprit named in 9 of 10 seeds; non-leaks blame nothing."""
+    leaks = [r for r in rows if r["leaks"]]
+    if leaks:
+        named: dict[str, list[bool]] = {}
+        for r in leaks:
+            named.setdefault(r["target"], []).append(r["culprit"] == "yes")
+        worst = min(named, key=lambda t: sum(named[t]) / len(named[t]))
+        share = sum(named[worst]) / len(named[worst])
+        rec.target("every leak kind's culprit named in >= 9 of 10 runs", share >= 0.9,
+                   f"worst {worst}: {sum(named[worst])} of {len(named[worst])}",
+                   why=f"{worst} named in {share:.0%} of its runs")
+    calm = [r for r in rows if not r["leaks"]]
+    if calm:
+        blamed = sorted({r["target"] for r in calm if r["culprit"] == "blamed"})
+        count = sum(r["culprit"] == "blamed" for r in calm)
+        rec.target("non-leaks name nothing as growing", not blamed,
+                   f"{count} of {len(calm)} non-leak runs blamed something",
+                   why=f"blamed on {', '.join(blamed)}")
 
 
 def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:

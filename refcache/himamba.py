@@ -11,19 +11,21 @@ That state side lives in ``refcache.mamba_host`` (``MambaHostTier``), the host
 tier itself in ``refcache.host_backup`` and ``refcache.host_tier``; this module
 keeps the host-leaf candidates and every deletion.
 
-Incident 2 lives here as ``himamba-stale-host-leaf``. ``write_backup`` runs
-inside ``insert`` and, with the host pool full, calls ``evict_host``. Broken,
-``_update_full_host_leaf_status`` admits evicted, backed-up nodes whatever
-their children. (SGLang 0.5.10 admitted them unless a child was itself on
-the host tier; that narrower condition needs an evicted node with a device
-child, which this reference cache never makes, so it could not be caught
-here: see docs/incidents.md.) Host eviction deletes such a node first
-(parents are older than their children), its children stay under a parent
-that is gone, and deleting one of them cascades into the gone parent:
-``AssertionError: parent does not have child key``. Fixed as 0.5.11 to 0.5.17
-shipped it (PR #22592): only real leaves (no children at all) are admitted;
-the tombstone cascade stops at a locked parent (#23696 stopped it at
-host-referenced ones; here loads and writes hold the node's lock).
+Incident 2 lives here as ``himamba-stale-host-leaf``: the host path as SGLang
+0.5.10 ran it. ``write_backup`` runs inside ``insert`` and, with the host pool
+full, calls ``evict_host``. 0.5.10 backed up any node (0.5.11's PR #22062 made
+a node wait until its parent is backed up), locked it only once the write was
+queued, and admitted an evicted, backed-up node as a host leaf unless a child
+was itself only on the host (0.5.11's PR #22592: no children at all). A node
+whose backup failed for lack of room then gets a child with a backup (a gap);
+a later insert through that node retries its backup, the host eviction it
+triggers deletes the child, and the tombstone cascade deletes the node the
+insert is walking. The insert hangs a new leaf under the detached node, and
+deleting that leaf later cascades into it: ``AssertionError: parent does not
+have child key``. Measured here (tests/refcache/test_himamba.py): reverting
+#22062 alone crashes, reverting #22592 alone never does. Fixed as 0.5.11 to
+0.5.17 shipped it; the tombstone cascade stops at a locked parent (#23696
+stopped it at host-referenced ones; here loads and writes hold the node's lock).
 
 ``stale_link_guard`` (off by default, as in every release): a hardening no
 release had, which checks the parent link before each delete and drops and
@@ -110,9 +112,18 @@ class HiMambaRadixCache(MambaHostTier):
         self.loading_check()
 
     # ------------------------------------------------------------------ candidates
+    def _may_back_up(self, node: Any) -> bool:
+        return self._stale_regressed or super()._may_back_up(node)  # 0.5.10: any node
+
+    def _shield_before_host_eviction(self) -> bool:
+        return not self._stale_regressed  # 0.5.10 locks once the write is queued
+
     def _update_full_host_leaf_status(self, node: Any) -> None:
         candidate = node is not self.root_node and node.evicted and node.backuped
-        if not self._stale_regressed:
+        if self._stale_regressed:  # 0.5.10: unless a child is itself only on the host
+            candidate = candidate and not any(
+                c.evicted and c.backuped for c in node.children.values())
+        else:
             candidate = candidate and len(node.children) == 0  # the fix: real leaves only
         if candidate:
             self.evictable_full_host_leaves.add(node)
@@ -253,7 +264,8 @@ class HiMambaRadixCache(MambaHostTier):
         return {
             **super().stats(),
             "host_leaf_candidates": len(self.evictable_full_host_leaves),
-            # What incident 2 needs: a candidate that is not a leaf (0 when fixed).
+            # Candidates that are not leaves: 0.5.10's condition allows them, the fix
+            # forbids them; incident 2's crash does not need them (see backup_gaps).
             "host_leaf_candidates_with_children": sum(
                 1 for n in self.evictable_full_host_leaves if n.children),
             "mamba_host_used": self.mamba_host_pool.used_size(),

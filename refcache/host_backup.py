@@ -63,6 +63,7 @@ class HostBackup(RadixCache, metaclass=ABCMeta):
         self.host_protected_size_ = 0  # host copies of nodes still on the device
         self.ongoing_write_through: dict[int, Any] = {}
         self.ongoing_load_back: dict[int, tuple[Any, Any]] = {}  # id -> (ancestor, last)
+        self.kv_tokens_loaded_back = 0
 
     # ------------------------------------------------------------------ match
     def _matchable(self, node: Any) -> bool:
@@ -116,17 +117,22 @@ class HostBackup(RadixCache, metaclass=ABCMeta):
     # ------------------------------------------------------------------ write-through
     def write_backup(self, node: Any) -> int:
         """Start copying node's KV to the host; return the tokens, 0 if not now."""
-        if node.parent is not self.root_node and not node.parent.backuped:
-            return 0  # keep backups a subtree at the root
+        if not self._may_back_up(node):
+            return 0
         n = len(node.value)
-        self._lock_for_write(node)  # shields node from the host eviction below, then the copy
+        shielded = self._shield_before_host_eviction()
+        if shielded:
+            self._lock_for_write(node)  # shields node from the host eviction below, then the copy
         host = self.host_pool.alloc(n)
         if host is None:
             self.evict_host(n)  # host eviction in the middle of an insert (incident 2's site)
             host = self.host_pool.alloc(n)
         if host is None:
-            self._unlock_after_write(node)
+            if shielded:
+                self._unlock_after_write(node)
             return 0
+        if not shielded:
+            self._lock_for_write(node)  # SGLang locks once the write is queued
         # The fix of SGLang #21624 (0.5.10): the host pool hands out a view of its
         # free list; a long-lived node keeps a copy, or the view keeps every old
         # free-list storage alive (``hiradix-host-indices-view``).
@@ -135,6 +141,20 @@ class HostBackup(RadixCache, metaclass=ABCMeta):
         self.ongoing_write_through[node.id] = node
         self.cache_controller.write(node.value, host, node.id, self._backup_state(node))
         return n
+
+    def _may_back_up(self, node: Any) -> bool:
+        """Backups form a subtree at the root: a node whose parent has none waits.
+
+        SGLang added this check in 0.5.11 (``write_backup``: "backed-up nodes
+        must form a contiguous prefix from root"); HiMamba's incident 2 reverts it."""
+        return node.parent is self.root_node or bool(node.parent.backuped)
+
+    def _shield_before_host_eviction(self) -> bool:
+        """Whether the node is locked before ``evict_host`` may run (else after the write).
+
+        Locking first keeps the node out of the host eviction's tombstone cascade;
+        SGLang locks after, which with the parent check above is safe too."""
+        return True
 
     def _lock_for_write(self, node: Any) -> None:
         self.inc_lock_ref(node)

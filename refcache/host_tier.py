@@ -76,6 +76,7 @@ class HostTier(HostBackup):
         self._commit_load(node, state)
         self.inc_lock_ref(node)  # held until loading_check sees the copy done
         self.ongoing_load_back[node.id] = (x, node)
+        self.kv_tokens_loaded_back += len(host)
         self.cache_controller.load(host, device, node.id, state)
         return device
 
@@ -153,5 +154,11 @@ class HostTier(HostBackup):
             "evicted_nodes": sum(1 for n in nodes if n.evicted),
             "writes_in_flight": len(self.ongoing_write_through),
             "loads_in_flight": len(self.ongoing_load_back),
+            # Host hits are real only if KV comes back, not just states (HiMamba).
+            "kv_tokens_loaded_back": self.kv_tokens_loaded_back,
+            # Backed-up nodes under a parent without a backup: the gap SGLang's
+            # write_backup check (0.5.11, #22062) forbids; incident 2 needs one.
+            "backup_gaps": sum(1 for n in nodes if n.backuped and n.parent is not self.root_node
+                               and not n.parent.backuped),
             "copies_in_flight": self.cache_controller.in_flight(),
         }

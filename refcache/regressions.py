@@ -49,8 +49,9 @@ REGISTRY: dict[str, Regression] = {
             "himamba-stale-host-leaf",
             2,
             "HiMambaRadixCache",
-            "host-leaf set admits evicted nodes whatever their children (PR #22592's leaf "
-            "condition reverted; broader than 0.5.10, see docs/incidents.md)",
+            "write_backup and the host-leaf set as 0.5.10 ran them: a node is backed up "
+            "whatever its parent (PR #22062 reverted), locked after the write is queued, and "
+            "a host leaf unless a child is only on the host (PR #22592 reverted)",
         ),
         Regression("hiradix-pp-sync-no-drain", 3, "HiRadixCache", _PP),
         Regression(

@@ -1,26 +1,32 @@
 """himamba-stale-leaf: incident 2 on HiMambaRadixCache (host eviction on stale nodes).
 
-Popular prefixes cross the write-through threshold and are backed up to a small
-host pool; a full host pool makes ``write_backup`` call ``evict_host`` in the
-middle of an insert. With ``himamba-stale-host-leaf`` a candidate can be a node
-that is no longer its parent's child and the scheduler dies on the assertion
-"parent does not have child key" (verdict ``crashed``). Fixed, the stale
-candidates are dropped and counted (gauge ``stale_host_leaf_cleanups``).
+Multi-turn chats whose working set (128 conversations) is far larger than the
+device pool, so demoted prefixes come back from the host tier (gauge
+``kv_tokens_loaded_back``), and a host tier half the device pool's size, full
+of copies of nodes still on the device, so ``write_backup`` fails for lack of
+room and calls ``evict_host`` in the middle of an insert. With
+``himamba-stale-host-leaf`` (the write-backup path as 0.5.10 ran it) a failed
+backup leaves a node without a copy under which a child gets one (gauge
+``backup_gaps``); a later re-entrant host eviction deletes that node while the
+insert walks it, and the scheduler dies on "parent does not have child key"
+(verdict ``crashed``). Fixed, backups stay a subtree at the root.
 """
 
 from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.traffic import TrafficShape
 
 SCENARIO = cache_scenario(
     name="himamba-stale-leaf",
     description="HiMambaRadixCache with a small host tier (incident 2: stale host leaves crash)",
     factory="refcache.factories:himamba_cache",
     cache_options={
-        "kv_size": 8192,
+        "kv_size": 4096,
         "mamba_size": 64,
         "host_size": 2048,
         "write_through_threshold": 2,
     },
     regressions=("himamba-stale-host-leaf",),
+    shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128),
 )
 
 if __name__ == "__main__":

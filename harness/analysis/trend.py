@@ -128,6 +128,10 @@ def auto_warmup_start(t: FloatArray, v: FloatArray) -> float:
 def continues(t: FloatArray, v: FloatArray, start: float) -> bool:
     """Whether the samples before ``start`` grew at the rate of those after it."""
     before, after = t < start, t >= start
+    if np.count_nonzero(before) >= 2 and np.ptp(v[before]) == 0:
+        # Flat: its fitted slope is rounding (seen: 1e-12 /h, "outside" a [0, 0] interval).
+        rest = sen_slope(t[after], v[after])
+        return rest is not None and rest.ci[0] <= 0.0 <= rest.ci[1]
     if np.count_nonzero(before) < MIN_SAMPLES:
         # Too few to fit: compare the straight line through them instead.
         if np.count_nonzero(before) < 2:

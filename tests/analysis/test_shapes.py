@@ -182,3 +182,13 @@ def test_a_settling_start_is_still_cut() -> None:
     trend = growth(t, v, warmup_s=0.0)
     assert trend is not None and trend.start_s > 60.0
     assert trend.judged.per_h == pytest.approx(10 * MB, rel=0.2)
+
+
+def test_a_constant_count_loses_no_warm_up() -> None:
+    """Fits of a constant differ by rounding (1e-12 /h), so MSER may pick any cut, and
+    its slope was read as "outside" the rest's [0, 0] interval: a crashed run's thread
+    count said "the first 307ms looked like warm-up"."""
+    t = 2.0 + np.arange(17) * 0.1
+    for level_ in (4.0, 3.0, 11.0, 1234567.0):
+        trend = growth(t, np.full(t.size, level_), warmup_s=2.0)
+        assert trend is not None and trend.start_s == t[0]
