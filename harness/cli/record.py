@@ -134,10 +134,6 @@ def record_config(args: argparse.Namespace, name: str) -> RunConfig:
 def claim(out: Path) -> None:
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} already holds files; choose another output folder.")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot write to the output folder {out}: {exc.strerror}.") from None
     folder_lock.claim(out)
 
 

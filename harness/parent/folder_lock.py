@@ -21,12 +21,13 @@ _guard = threading.Lock()  # check runs cells on threads
 
 
 def claim(rundir: Path) -> None:
-    """Hold ``rundir``'s lock (a no-op if this process holds it already)."""
+    """Create ``rundir`` if need be and hold its lock (a no-op if this process holds it)."""
     key = rundir.resolve()
     with _guard:
         if key in _held:
             return
         try:
+            rundir.mkdir(parents=True, exist_ok=True)
             fd = os.open(rundir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
         except OSError as exc:
             raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") \

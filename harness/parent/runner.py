@@ -92,11 +92,7 @@ def prepare_rundir(config: RunConfig) -> None:
     rundir = config.path
     if (rundir / SAMPLES_FILE).exists():
         raise UsageError(f"{rundir} already holds a run; choose another output folder.")
-    try:
-        rundir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot write to the output folder {rundir}: {exc.strerror}.") from None
-    folder_lock.claim(rundir)
+    folder_lock.claim(rundir)  # creates it too
     if (rundir / SAMPLES_FILE).exists():  # started while we waited for the lock
         folder_lock.release(rundir)
         raise UsageError(f"{rundir} already holds a run; choose another output folder.")
