@@ -34,6 +34,7 @@ class MatchResult:
 
 class RadixTree:
     node_cls: type[BaseNode] = BaseNode
+    SPLIT_VIEWS_REGRESSION = "radix-split-views"
 
     def __init__(
         self, kv_pool: SlotAllocator, page_size: int = 1, inject: tuple[str, ...] = ()
@@ -108,13 +109,22 @@ class RadixTree:
         new = self._new_node()
         new.parent = child.parent
         new.key = child.key[:split_len]
-        new.value = child.value[:split_len].clone()
+        new.value = self._kept(child.value[:split_len])
         new.lock_ref = child.lock_ref
         new.last_access_time = child.last_access_time
         new.hit_count = child.hit_count
         child.key = child.key[split_len:]
-        child.value = child.value[split_len:].clone()
+        child.value = self._kept(child.value[split_len:])
         return self._finish_split(new, child, split_len)
+
+    def _kept(self, indices: torch.Tensor) -> torch.Tensor:
+        """What a node keeps of a slice of KV indices: a copy of its own (#17191's fix).
+
+        Under ``radix-split-views`` the slice itself, as SGLang ran before
+        PR #17191: a view keeps the whole storage it was cut from (a request's
+        indices, an evicted sibling's half) allocated for as long as it lives.
+        """
+        return indices if self.SPLIT_VIEWS_REGRESSION in self.inject else indices.clone()
 
     def _finish_split(self, new: Any, child: Any, split_len: int) -> Any:
         """Hang ``new`` between ``child`` and its parent once the key is cut.
@@ -177,7 +187,7 @@ class RadixTree:
 
     def _add_leaf(self, parent: Any, key: RadixKey, value: torch.Tensor, extra: Any) -> Any:
         leaf = self._new_node()
-        leaf.parent, leaf.key, leaf.value = parent, key, value.clone()
+        leaf.parent, leaf.key, leaf.value = parent, key, self._kept(value)
         parent.children[child_key(key, self.page_size)] = leaf
         self.tree_nodes += 1
         self.full_evictable_size_ += len(value)

@@ -71,6 +71,14 @@ REGISTRY: dict[str, Regression] = {
             "every kept view pins the storage it came from",
         ),
         Regression(
+            "radix-split-views",
+            4,
+            "RadixCache",
+            "SGLang #17191: a new leaf keeps its slice of the request's KV indices and a "
+            "split keeps both halves as slices, so every node's value is a view that pins "
+            "the whole tensor it was cut from",
+        ),
+        Regression(
             "radix-dllm-inflight-block",
             6,
             "RadixCache",

@@ -112,6 +112,8 @@ def where_it_grows(
         found += shmem_finding(rates.get("shmem"))
     if bytes_failing:
         found += tensor_findings(run.owners) + owner_findings(run.owners)
+    elif "tensor_pinned" in failing:
+        found += tensor_findings(run.owners)
     if "cyclic_garbage" in failing or bytes_failing:
         found += cycle_findings(run.garbage_windows)
     found += resource_findings(run, failing, rates)

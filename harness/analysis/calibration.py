@@ -34,6 +34,9 @@ UNCALIBRATED = "record"
 # amount is assumed to grow as the square root of the window (a guess on the
 # safe side of "bounded"; measure longer windows to replace it).
 BEYOND_EXPONENT = 0.5
+# Windows this fraction of a judged window's length or longer are "as long" as it:
+# the judged windows of runs of one length differ by warm-up and shape cuts.
+COMPARABLE = 0.7
 
 Points = list[tuple[float, float]]
 
@@ -61,18 +64,23 @@ class Calibration:
 
 
 def healthy_amount(points: Points, window_s: float) -> float:
-    """The most a healthy run grew over any measured window (0 without points).
+    """The most a healthy run grew over a window as long as ``window_s`` or longer
+    (0 without points).
 
-    Not scaled down for shorter windows: the judged slope of a fixed run is
-    often fitted on a part of it (the last third after a plateau), and RSS
-    grows in steps (pages, arenas), so a short window can hold all of a
-    longer one's growth. Past the longest window measured the amount grows
-    as ``window_s ** BEYOND_EXPONENT``.
+    Only points of windows at least COMPARABLE times ``window_s`` speak for it:
+    a longer window holds all of a shorter one's fill (the judged slope of a
+    fixed run is often fitted on a part of it, and RSS grows in steps), so its
+    amount bounds a shorter window's too; but a short window's amount is mostly
+    its own wander, which a longer window's slope averages out, so carrying it
+    to longer windows would state a resolution the measurements do not support.
+    Past the longest window measured, the amount of the longest windows grows as
+    ``window_s ** BEYOND_EXPONENT``.
     """
     if not points or not window_s > 0:
         return 0.0
-    most = max(max(a, 0.0) for _, a in points)
     longest = max(w for w, _ in points)
+    reach = min(window_s, longest)
+    most = max(max(a, 0.0) for w, a in points if w >= COMPARABLE * reach)
     return most * float(max(window_s / longest, 1.0) ** BEYOND_EXPONENT)
 
 

@@ -45,7 +45,7 @@ class RunDataBuilder:
             self._ops.append((t, float(record.get("ops", 0))))
             if record.get("uss") is not None:
                 self._uss.append((t, float(record["uss"])))
-        elif kind == "heap":
+        elif kind in ("heap", "tensors"):
             for name in MEMORY_SIGNALS.keys() & record.keys():
                 self._memory.setdefault(name, []).append((t, float(record[name])))
         elif kind == "gauges":

@@ -14,6 +14,9 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                ``heap`` (C heap bytes in use), ``shmem`` (resident shared
                memory bytes), ``cuda_allocated`` and
                ``cuda_reserved`` (bytes), ``ops``
+- ``tensors``: ``tensor_pinned`` (bytes of tensor storage kept alive only by
+               views at most a quarter its size, beyond those views),
+               ``tensor_storage`` (bytes of all storages), ``tensors`` (count), ``ops``
 - ``gauges``:  ``values`` ({name: float}), ``ops``
 - ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
                ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained

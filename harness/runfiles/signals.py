@@ -10,7 +10,7 @@ from __future__ import annotations
 # memory, and the process resources a leak can hold (threads, file descriptors).
 MEMORY_SIGNALS = {
     "heap": "B", "py_blocks": "", "shmem": "B", "cuda_allocated": "B", "cuda_reserved": "B",
-    "threads": "", "fds": "",
+    "threads": "", "fds": "", "tensor_pinned": "B",
 }
 # Series every run can judge besides its gauges.
 JUDGED_SIGNALS = ("rss", "uss", "cyclic_garbage", *MEMORY_SIGNALS)

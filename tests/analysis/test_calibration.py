@@ -31,6 +31,14 @@ def test_the_amount_is_the_most_any_run_grew_then_grows_slowly_past_the_longest(
     assert healthy_amount([], 20.0) == 0.0
 
 
+def test_a_short_windows_wander_does_not_speak_for_a_long_window() -> None:
+    points = [(18.0, 5 * MB), (58.0, 3 * MB), (590.0, 1 * MB)]
+    assert healthy_amount(points, 18.0) == 5 * MB
+    assert healthy_amount(points, 45.0) == 3 * MB  # 58 s and 590 s windows only
+    assert healthy_amount(points, 590.0) == 1 * MB  # the 590 s window alone
+    assert healthy_amount(points[:2], 600.0) == pytest.approx(3 * MB * (600 / 58) ** 0.5)
+
+
 def test_a_scenario_without_points_of_its_own_takes_the_largest_of_all() -> None:
     calibration = Calibration({"rss": {"*": POINTS, "radix-steady": [(18.0, 1 * MB)]}})
     assert calibration.allowance("rss", "radix-steady", 18.0) == 1 * MB

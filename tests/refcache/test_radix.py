@@ -109,3 +109,47 @@ def test_incident_35270_counts_each_cached_draft_of_a_block_again() -> None:
     # Two blocks, three drafts each: the two earlier drafts of each block hold its
     # four slots a second and a third time; idle, the books show 16 slots too many.
     assert cache.pool_accounting()["full"].mismatch == 2 * 2 * 4
+
+
+def storage_beyond_values(cache: RadixCache) -> int:
+    """Bytes of the storages the tree's node values sit in, beyond the values themselves."""
+    storages = {}
+    for node in cache.iter_nodes():
+        if node is not cache.root_node:
+            storage = node.value.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    viewed = sum(n.value.numel() * 8 for n in cache.iter_nodes() if n is not cache.root_node)
+    return sum(storages.values()) - viewed
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), page=st.sampled_from([1, 2, 4]))
+def test_every_node_owns_exactly_its_kv_indices(seed: int, page: int) -> None:
+    """The #17191 invariant: after inserts, splits and evictions, each node's value is
+    its own storage, no larger than the value (nothing of a request or a sibling)."""
+    churn = run_churn(RadixCache(SlotAllocator(400), page_size=page), seed, 300, check=False)
+    churn.drain()
+    for node in churn.cache.iter_nodes():
+        value = node.value
+        assert value.untyped_storage().nbytes() == value.numel() * value.element_size()
+    assert storage_beyond_values(churn.cache) == 0
+
+
+def test_incident_17191_nodes_keep_the_whole_request_they_were_cut_from() -> None:
+    """A long shared prefix, then short turns: fixed, the tree holds what it indexes;
+    with ``radix-split-views`` every turn's node pins its whole request's indices."""
+    from refcache.req import Req
+
+    def serve(cache: RadixCache) -> int:
+        prefix = list(range(1000, 1500))
+        for rid in range(8):
+            req = Req(rid, prefix + [rid] * 10)
+            assert cache.alloc_request(req)
+            cache.cache_finished_req(req)
+        return storage_beyond_values(cache)
+
+    assert serve(RadixCache(SlotAllocator(4096))) == 0
+    # Seven turns after the first each keep a 510-token request for its 10 tokens (the
+    # first turn's leaf and the prefix, split off it, share the first request's storage).
+    pinned = serve(RadixCache(SlotAllocator(4096), inject=("radix-split-views",)))
+    assert pinned == 7 * 500 * 8

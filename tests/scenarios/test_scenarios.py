@@ -23,7 +23,7 @@ LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
 IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle books are read often
 HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
-FIXED = ["radix-steady", *IDLE, *LRU, *HOST, *PP]  # every scenario, fixed
+FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP]  # every scenario, fixed
 
 
 @contextmanager
@@ -154,6 +154,29 @@ def test_the_fixed_host_tier_serves_hits_and_keeps_backups_a_subtree_at_the_root
         loaded, gaps = gauges["kv_tokens_loaded_back"](), gauges["backup_gaps"]()
     assert loaded > 300  # demoted prefixes come back from the host (measured: 2,824)
     assert gaps == 0
+
+
+def pinned_now() -> int:
+    """The tensor census of this process, as the worker's sampler takes it."""
+    import torch
+
+    from harness.worker.samplers.tensors import orphan_refcount, take_census, tensor_types
+
+    kinds = tensor_types(torch.Tensor)
+    return take_census(gc.get_objects(), kinds, orphan_refcount(torch, kinds)).pinned_bytes
+
+
+@pytest.mark.integration
+def test_long_chats_with_split_views_pin_whole_requests() -> None:
+    gc.collect()
+    with workload("radix-long-context") as w:
+        steps(w, 1500)
+        fixed = pinned_now()
+    with workload("radix-long-context", ("radix-split-views",)) as w:
+        steps(w, 1500)
+        injected = pinned_now()
+    assert fixed < 100_000  # an allocator's free-list head at most (measured: under 25 KB)
+    assert injected > 1_000_000  # the budget's level (measured: 1.4 to 4.5 MB)
 
 
 @pytest.mark.integration

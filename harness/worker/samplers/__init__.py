@@ -22,6 +22,7 @@ from harness.worker.samplers.native import NativeSampler
 from harness.worker.samplers.objects import ObjectsSampler
 from harness.worker.samplers.owners import OwnersSampler
 from harness.worker.samplers.rss import RssSampler
+from harness.worker.samplers.tensors import TensorsSampler
 
 if TYPE_CHECKING:  # the config names samplers from this registry: no import at run time
     from harness.config import RunConfig
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # the config names samplers from this registry: no import at 
 # search runs on what the workload left before the probe trims, and the RSS
 # sampler stops last so its final sample follows the probe.
 SAMPLER_TYPES = (
-    GcEventsSampler, HeapSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
+    GcEventsSampler, HeapSampler, TensorsSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
     AllocationSampler, NativeSampler, OwnersSampler, MallocTrimSampler, RssSampler,
 )
 # Allocation windows: two, at these fractions of the measured window, so growth in
@@ -53,6 +54,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
     made: list[Sampler] = [
         GcEventsSampler(every.gc_flush_s),
         HeapSampler(every.heap_s),
+        TensorsSampler(every.tensors_s),
         GaugesSampler(gauges, every.gauges_s),
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),

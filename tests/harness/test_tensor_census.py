@@ -1,0 +1,94 @@
+"""The tensor census: storage kept alive by far smaller views, and nothing else."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from typing import Any
+
+import torch
+
+from harness.runfiles.reader import RunDataBuilder
+from harness.worker.samplers.tensors import (
+    PIN_RATIO,
+    TensorsSampler,
+    orphan_refcount,
+    take_census,
+    tensor_types,
+)
+from tests.harness.test_samplers import FakeClock, Recorder
+
+ELEMENTS = 100_000  # 400 KB of float32
+
+
+def census_of(*held: Any) -> int:
+    """Pinned bytes among the tensors in ``held`` (and their bases), all else ignored."""
+    kinds = tensor_types(torch.Tensor)  # with the subclasses a test defined
+    objects = [o for o in gc.get_objects() if type(o) in kinds]
+    mine = {id(t) for t in held} | {id(t._base) for t in held if t._base is not None}
+    chosen = [o for o in objects if id(o) in mine]
+    del objects
+    return take_census(chosen, kinds, orphan_refcount(torch, kinds)).pinned_bytes
+
+
+def slice_of_fresh(elements: int, keep: int, kind: type = torch.Tensor) -> torch.Tensor:
+    whole = torch.zeros(elements).as_subclass(kind)
+    return whole[:keep]  # the base goes out of scope: only the view keeps it
+
+
+def test_a_small_view_of_a_dropped_tensor_pins_the_rest_of_its_storage() -> None:
+    view = slice_of_fresh(ELEMENTS, 10)
+    assert census_of(view) == (ELEMENTS - 10) * 4
+
+
+def test_a_view_whose_base_is_still_owned_pins_nothing() -> None:
+    owned = torch.zeros(ELEMENTS)
+    view = owned[:10]
+    assert census_of(owned, view) == 0
+
+
+def test_a_view_of_most_of_its_storage_pins_nothing() -> None:
+    big_view = slice_of_fresh(ELEMENTS, ELEMENTS // PIN_RATIO + 1)
+    assert census_of(big_view) == 0
+
+
+def test_copies_pin_nothing() -> None:
+    copy = slice_of_fresh(ELEMENTS, 10).clone()
+    assert census_of(copy) == 0
+
+
+def test_subclasses_are_counted_too() -> None:
+    class Tagged(torch.Tensor):
+        pass
+
+    view = slice_of_fresh(ELEMENTS, 10, Tagged)
+    assert census_of(view) == (ELEMENTS - 10) * 4
+
+
+def test_the_sampler_writes_tensor_pinned_and_the_reader_takes_it_as_a_byte_series() -> None:
+    clock, sink = FakeClock(), Recorder()
+    sampler = TensorsSampler(interval_s=0.1)
+    assert sampler.unavailable() is None
+    sampler.start(sink, clock)
+    kept = [slice_of_fresh(ELEMENTS, 10) for _ in range(3)]
+    clock.now = 0.1
+    sampler.poll(0.1, ops=5)
+    sampler.stop()
+    lines = sink.of("tensors")
+    assert len(lines) == 2 and lines[0]["ops"] == 5
+    assert lines[0]["tensor_pinned"] >= 3 * (ELEMENTS - 10) * 4
+    builder = RunDataBuilder({})
+    for line in lines:
+        builder.add(line)
+    series = builder.build().memory["tensor_pinned"]
+    assert series.unit == "B" and series.v[0] == lines[0]["tensor_pinned"]
+    del kept
+
+
+def test_without_torch_imported_the_census_says_why() -> None:
+    code = ("import sys; from harness.worker.samplers.tensors import TensorsSampler; "
+            "print(TensorsSampler().unavailable())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "the workload did not import torch"
