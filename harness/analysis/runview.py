@@ -47,6 +47,7 @@ PAGE = 4096.0
 QUANTUM = {"shmem": PAGE, "rss": PAGE, "uss": PAGE}  # the smallest step a series moves by
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
+CENSUS_SERIES = ("tensor_pinned",)  # counted, not allocated: an allocation window moves none
 COUNT_SIGNALS = tuple(name for name, unit in MEMORY_SIGNALS.items() if not unit)
 END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
 BYTE_SERIES = ("rss", "uss", *(name for name, unit in MEMORY_SIGNALS.items() if unit == "B"))
@@ -74,11 +75,13 @@ class RunView:
             for name, s in run.memory.items() if len(s)
         })
         self.series.update({name: s for name, s in run.gauges.items() if name not in self.series})
-        # Samples an allocation window slowed down (tracemalloc, ~2x) judge nothing.
+        # Samples an allocation window slowed down (tracemalloc, ~2x) judge nothing,
+        # but a census of what the program holds (tracemalloc pins no tensor) stays.
         self.traced = attribution_windows(run)
         bounds = traced_bytes(run)
         self.series = {
-            name: bridged(s, self.traced, bounds) if name in MEMORY_SERIES
+            name: s if name in CENSUS_SERIES
+            else bridged(s, self.traced, bounds) if name in MEMORY_SERIES
             else without(s, self.traced)
             for name, s in self.series.items()
         }

@@ -8,6 +8,7 @@ from harness.analysis.budgets import parse_budget
 from harness.analysis.shapes import Level
 from harness.analysis.summary import summarize
 from harness.analysis.verdict import judge_level
+from harness.runfiles.rundata import Series
 from tests.analysis.synth import HOUR, MB, pages, run_data, times
 
 RSS = "rss: 50 MB/h"
@@ -67,3 +68,19 @@ def test_a_gauge_needs_sustain_samples_before_it_is_held() -> None:
     analysis = summarize(run, ["work_list: <= 4"])
     assert analysis.verdict == "suspicious"
     assert analysis.metrics["work_list_max"].note == "fewer than 3 samples"
+
+
+def test_a_census_taken_during_an_allocation_window_still_counts() -> None:
+    """tracemalloc pins no tensor: the pinned-storage census inside a window is judged
+    (seen: the third of three samples over the limit fell in a window, and detection
+    waited 2.5 s for the next census)."""
+    t = times(10.0, 10.0)
+    run = run_data((t, np.full(t.size, 1e9)), warmup_end_s=2.0, loop_end_s=10.0)
+    census_t = np.array([3.0, 4.5, 6.0])
+    run.memory["tensor_pinned"] = Series(census_t, np.full(3, 4e6), "B")
+    run.events += [{"type": "event", "name": "attribution", "t": 5.5, "phase": "start",
+                    "window": 1},
+                   {"type": "event", "name": "attribution", "t": 6.5, "phase": "end",
+                    "window": 1, "complete": True, "traced_bytes": 1000}]
+    summary = summarize(run, ["tensor_pinned: <= 1 MB"])
+    assert summary.verdict == "leak"
