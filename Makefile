@@ -8,7 +8,7 @@ SHARD ?=
 TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity false-alarms attribution-cost record-overhead lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms attribution-cost record-overhead lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ calibrate: install ## re-measure the growth of the fixed scenarios that rates ar
 
 sensitivity: install ## leak zoo: which leak kinds are caught at 20 s and 60 s (~15 min; BENCH_FULL=1: 3 seeds, 10 min fixed)
 	$(PY) bench/sensitivity.py
+
+resolution: install ## heap, blocks and RSS resolution of the fixed caches at 60 s and 10 min (~25 min)
+	$(PY) bench/resolution.py
 
 attribution-cost: install ## judged rates and wall time with attribution windows on vs off (~8 min)
 	$(PY) bench/attribution_cost.py

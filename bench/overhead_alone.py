@@ -29,7 +29,7 @@ from harness.worker.loop import Limits, drive
 from harness.worker.samplers import SAMPLER_NAMES, Sampler, build_samplers
 from harness.worker.samplers.base import Clock, Sink
 
-CONTINUOUS = ("rss", "gc", "gauges")
+CONTINUOUS = ("rss", "heap", "tensors", "gc", "gauges")
 RSS_THREAD = "rss-guard"
 TRACE_BLOCK_S = 1.0
 

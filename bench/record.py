@@ -37,7 +37,7 @@ PAGE = DOCS / "benchmarks.md"
 FORMAT = 1  # of the per-script JSON files
 # Page order; scripts not listed here come after, by name.
 ORDER = ("cache_throughput", "sampler_overhead", "time_to_detect", "accuracy", "sensitivity",
-         "attribution_cost", "harness_memory", "analysis_scale", "report_scale")
+         "resolution", "attribution_cost", "harness_memory", "analysis_scale", "report_scale")
 
 
 def importable_here() -> None:

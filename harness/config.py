@@ -32,7 +32,7 @@ class SamplerIntervals:
     rss_s: float = 0.1
     uss_s: float = 1.0  # USS reads /proc/<pid>/smaps: too costly for 10 Hz
     heap_s: float = 0.1  # mallinfo2 and the block count: under a microsecond each
-    tensors_s: float = 1.0  # the tensor census walks every object: stretched to cost 1.5% of the run
+    tensors_s: float = 1.0  # the tensor census walks every object: stretched to 1.5% of the run
     gc_flush_s: float = 1.0
     gauges_s: float = 0.5
     objects_s: float = 15.0  # walks every live object

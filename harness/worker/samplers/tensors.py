@@ -19,9 +19,10 @@ A healthy allocator that slices its free list pins at most the list's taken
 head (SGLang's allocators do this too), which is bounded by the pool.
 
 One pass walks every object the collector tracks (``gc.get_objects()``,
-about 20 ms for 170,000 objects), so the interval stretches to keep the cost
-under COST_SHARE of the run (at least ``interval_s`` apart). Unavailable when the workload never imported
-torch (importing it here would cost 1.5 s and 220 MB).
+about 20 ms for 170,000 objects), so the interval stretches to keep its CPU
+time under COST_SHARE of the run (and readings at least ``interval_s``
+apart). Unavailable when the workload never imported torch (importing it
+here would cost 1.5 s and 220 MB).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def tensor_types(root: type) -> frozenset[type]:
     """``root`` and all its subclasses (``Parameter``, user subclasses)."""
     found, todo = {root}, [root]
     while todo:
-        for sub in todo.pop().__subclasses__():
+        subclasses: list[type] = todo.pop().__subclasses__()
+        for sub in subclasses:
             if sub not in found:
                 found.add(sub)
                 todo.append(sub)
@@ -65,7 +67,9 @@ def view_bytes(tensor: Any) -> int:
 Groups = dict[tuple[str, int], list[Any]]  # (device, data pointer) -> [nbytes, tensors]
 
 
-def group_by_storage(objects: list[object], kinds: frozenset[type]) -> tuple[Groups, dict[int, int]]:
+def group_by_storage(
+    objects: list[object], kinds: frozenset[type]
+) -> tuple[Groups, dict[int, int]]:
     """The tensors among ``objects`` by storage, and the ids of live views' bases.
 
     A function of its own so that no loop variable outlives it: the reference
