@@ -97,6 +97,27 @@ def merged(old: dict[str, Any], new: dict[str, Any], names: list[str]) -> dict[s
             "signals": signals}
 
 
+def added(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with ``new``'s points added beside its own (a longer duration measured
+    apart, say); ``*`` pooled again. The notes say what was added and how."""
+    signals = {signal: {who: list(points) for who, points in by_scenario.items()}
+               for signal, by_scenario in old["signals"].items()}
+    names = sorted({who for by_scenario in new["signals"].values() for who in by_scenario
+                    if who != ANY_SCENARIO})
+    for signal, by_scenario in new["signals"].items():
+        for who, points in by_scenario.items():
+            if who != ANY_SCENARIO:
+                mine = signals.setdefault(signal, {}).setdefault(who, [])
+                mine[:] = sorted([*mine, *points])
+    for by_scenario in signals.values():
+        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items()
+                                           if who != ANY_SCENARIO for p in pts)
+    return {**old, "measured": f"{old.get('measured')}; added for {', '.join(names)}: "
+                               f"{new['measured']}",
+            "how": f"{old.get('how')}; added for {', '.join(names)}: {new['how']}",
+            "signals": signals}
+
+
 def dump(document: dict[str, Any]) -> str:
     """JSON with one line per signal and scenario, so a diff shows what moved."""
     head = {k: v for k, v in document.items() if k != "signals"}
@@ -120,7 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--merge", action="store_true",
                         help="keep the other scenarios' points from --out; re-measure only -k's")
+    parser.add_argument("--add", type=Path, default=None, metavar="FILE",
+                        help="measure nothing: add FILE's points (a calibration written with "
+                             "--out, e.g. of longer durations) to --out's and write it")
     args = parser.parse_args(argv)
+    if args.add is not None:
+        document = added(json.loads(args.out.read_text(encoding="utf-8")),
+                         json.loads(args.add.read_text(encoding="utf-8")))
+        args.out.write_text(dump(document), encoding="utf-8")
+        print(f"{args.add}'s points added to {args.out}")
+        return 0
     names = [n for n in scenario_names() if any(k in n for k in args.select.split(","))]
     durations = args.durations.split(",")
     jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]

@@ -1,8 +1,8 @@
-"""bench/calibrate.py --merge: re-measured scenarios replace their points, '*' pools again."""
+"""bench/calibrate.py --merge replaces a scenario's points, --add adds to them; '*' pools again."""
 
 from __future__ import annotations
 
-from bench.calibrate import merged
+from bench.calibrate import added, merged
 
 
 def test_merge_replaces_the_measured_scenarios_and_pools_every_point_again() -> None:
@@ -17,3 +17,17 @@ def test_merge_replaces_the_measured_scenarios_and_pools_every_point_again() -> 
     assert got["measured"] == "then; b, c: now" and got["how"] == "x; b, c re-measured: y"
     again = merged(got, {**new, "measured": "later"}, ["b", "c"])
     assert again["measured"] == "then; b, c: later"  # the superseded note goes
+
+
+def test_add_keeps_every_point_and_adds_the_new_ones_beside_them() -> None:
+    old = {"format": 1, "measured": "then", "how": "x", "signals": {
+        "heap": {"a": [[20.0, 5.0]], "b": [[20.0, 7.0]], "*": [[20.0, 5.0], [20.0, 7.0]]}}}
+    longer = {"format": 1, "measured": "now", "how": "10m", "signals": {
+        "heap": {"b": [[590.0, 3.0]], "*": [[590.0, 3.0]]},
+        "rss": {"b": [[580.0, 0.0]], "*": [[580.0, 0.0]]}}}
+    got = added(old, longer)
+    assert got["signals"]["heap"]["b"] == [[20.0, 7.0], [590.0, 3.0]]
+    assert got["signals"]["heap"]["a"] == [[20.0, 5.0]]
+    assert got["signals"]["heap"]["*"] == [[20.0, 5.0], [20.0, 7.0], [590.0, 3.0]]
+    assert got["signals"]["rss"] == {"b": [[580.0, 0.0]], "*": [[580.0, 0.0]]}
+    assert got["measured"] == "then; added for b: now" and got["how"] == "x; added for b: 10m"

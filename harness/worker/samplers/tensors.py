@@ -21,8 +21,8 @@ head (SGLang's allocators do this too), which is bounded by the pool.
 One pass walks every object the collector tracks (``gc.get_objects()``,
 about 20 ms for 170,000 objects), so the interval stretches to keep its CPU
 time under COST_SHARE of the run (and readings at least ``interval_s``
-apart). Unavailable when the workload never imported torch (importing it
-here would cost 1.5 s and 220 MB).
+apart). It starts counting once the program has imported torch (importing it
+here would cost 1.5 s and 220 MB); a run that never did says so at the end.
 """
 
 from __future__ import annotations
@@ -143,18 +143,12 @@ class TensorsSampler(PeriodicSampler):
         self._kinds: frozenset[type] = frozenset()
         self._orphan_refs = 0
 
-    def unavailable(self) -> str | None:
-        if "torch" not in sys.modules:
-            return "the workload did not import torch"
-        return None
-
-    def on_start(self, now: float) -> None:
-        self._torch = sys.modules["torch"]
-        self._kinds = tensor_types(self._torch.Tensor)
-        self._orphan_refs = orphan_refcount(self._torch, self._kinds)
-        super().on_start(now)
-
     def take(self, now: float, final: bool = False) -> None:
+        if self._torch is None and not self._find_torch():
+            if final:  # a recorded program may import torch late, or never
+                self.sink.event("signal_unavailable", now, signal="tensor_pinned",
+                                reason="the program never imported torch")
+            return
         # CPU time, not wall time: on a loaded machine the wall clock would stretch
         # the interval for waits that cost the workload nothing.
         began = time.thread_time()
@@ -166,3 +160,13 @@ class TensorsSampler(PeriodicSampler):
         self._every.interval_s = max(self._least_s, cost / COST_SHARE)
         self.sink.sample("tensors", now, ops=self.ops, tensor_pinned=census.pinned_bytes,
                          tensor_storage=census.storage_bytes, tensors=census.tensors)
+
+    def _find_torch(self) -> bool:
+        """Start counting once the program has imported torch (never import it here)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(getattr(torch, "Tensor", None), type):
+            return False
+        self._torch = torch
+        self._kinds = tensor_types(torch.Tensor)
+        self._orphan_refs = orphan_refcount(torch, self._kinds)
+        return True
