@@ -9,6 +9,8 @@ slope times its window, is kept as one point per run (times a margin);
 for how the analysis uses it.
 
     python bench/calibrate.py [--durations 20s,60s] [--seeds 3] [--jobs 2] [-k radix]
+    python bench/calibrate.py --durations 10m --seeds 2 -k radix-steady --out long.json
+    python bench/calibrate.py --add long.json   # beside the 20 s and 60 s points
 """
 
 from __future__ import annotations
@@ -146,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                              "--out, e.g. of longer durations) to --out's and write it")
     args = parser.parse_args(argv)
     if args.add is not None:
-        document = added(json.loads(args.out.read_text(encoding="utf-8")),
-                         json.loads(args.add.read_text(encoding="utf-8")))
-        args.out.write_text(dump(document), encoding="utf-8")
+        both = added(json.loads(args.out.read_text(encoding="utf-8")),
+                     json.loads(args.add.read_text(encoding="utf-8")))
+        args.out.write_text(dump(both), encoding="utf-8")
         print(f"{args.add}'s points added to {args.out}")
         return 0
     names = [n for n in scenario_names() if any(k in n for k in args.select.split(","))]
