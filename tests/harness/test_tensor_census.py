@@ -97,3 +97,24 @@ def test_without_torch_imported_the_census_waits_and_says_why_at_the_end() -> No
                          check=True, timeout=60)
     assert "'tensors'" not in out.stdout  # no reading without torch
     assert "the program never imported torch" in out.stdout
+
+
+def test_a_torch_still_being_imported_is_left_alone(monkeypatch: Any) -> None:
+    """A recorded program imports torch on its main thread while the recorder polls:
+    seen, ``partially initialized module 'torch' has no attribute 'arange'``."""
+    import importlib.machinery
+    import types
+
+    half = types.ModuleType("torch")
+    half.__spec__ = importlib.machinery.ModuleSpec("torch", None)
+    half.__spec__._initializing = True  # type: ignore[attr-defined]
+    half.Tensor = torch.Tensor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", half)
+    clock, sink = FakeClock(), Recorder()
+    sampler = TensorsSampler(interval_s=0.1)
+    sampler.start(sink, clock)
+    sampler.poll(0.2, ops=1)
+    assert sink.of("tensors") == []
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    sampler.poll(0.4, ops=2)
+    assert len(sink.of("tensors")) == 1

@@ -164,7 +164,10 @@ class TensorsSampler(PeriodicSampler):
     def _find_torch(self) -> bool:
         """Start counting once the program has imported torch (never import it here)."""
         torch = sys.modules.get("torch")
-        if torch is None or not isinstance(getattr(torch, "Tensor", None), type):
+        # A recorded program's main thread may be importing it while this one polls.
+        if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
+            return False
+        if not isinstance(getattr(torch, "Tensor", None), type) or not hasattr(torch, "arange"):
             return False
         self._torch = torch
         self._kinds = tensor_types(torch.Tensor)
