@@ -29,7 +29,8 @@ test-quick: install ## the tests that start no worker and run no scenario (about
 	$(PY) -m pytest -q -m "not integration"
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
-	$(VENV)/bin/leak-harness check --out $(RESULTS)/check --history $(RESULTS)/history.sqlite
+	@# Two cells at once on two cores: the load the healthy growth was calibrated under.
+	$(VENV)/bin/leak-harness check -j 2 --out $(RESULTS)/check --history $(RESULTS)/history.sqlite
 	@echo "reports: $(RESULTS)/check/index.html (one report.html per run folder)"
 
 nightly: install ## every scenario for NIGHTLY_DURATION (30m) each; SHARD=I/N runs one slice

@@ -53,7 +53,7 @@ def detect_once(label: str, cell: Any, seed: int, out: Path) -> dict[str, Any]:
 
 def whole_check(out: Path) -> tuple[float, int]:
     """Wall seconds and exit code of ``make leak-check``'s command."""
-    command = [str(LEAK_HARNESS), "check", "--out", str(out / "check"),
+    command = [str(LEAK_HARNESS), "check", "-j", "2", "--out", str(out / "check"),
                "--history", str(out / "history.sqlite")]
     began = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
