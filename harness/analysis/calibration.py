@@ -30,13 +30,16 @@ ANY_SCENARIO = "*"
 # A recorded program that declares no scenario: nothing says how it grows when
 # healthy, so nothing is allowed for (the cache scenarios' "*" would be a guess).
 UNCALIBRATED = "record"
-# Past the longest window measured, a fill keeps going but slows down: the
-# amount is assumed to grow as the square root of the window (a guess on the
-# safe side of "bounded"; measure longer windows to replace it).
+# Past the longest window measured (or between measured lengths), a fill keeps
+# going but slows down: the amount is assumed to grow as the square root of the
+# window (a guess on the safe side of "bounded"; measure longer windows to replace it).
 BEYOND_EXPONENT = 0.5
 # Windows this fraction of a judged window's length or longer are "as long" as it:
 # the judged windows of runs of one length differ by warm-up and shape cuts.
 COMPARABLE = 0.7
+# Windows up to this much longer speak for it too (a 60 s run's for a 20 s run's
+# last third); a 10-minute window holds minutes more of a slow fill than 60 s do.
+LONGER_BY_S = 60.0
 
 Points = list[tuple[float, float]]
 
@@ -64,24 +67,31 @@ class Calibration:
 
 
 def healthy_amount(points: Points, window_s: float) -> float:
-    """The most a healthy run grew over a window as long as ``window_s`` or longer
+    """The most a healthy run grew over a window about as long as ``window_s``
     (0 without points).
 
-    Only points of windows at least COMPARABLE times ``window_s`` speak for it:
-    a longer window holds all of a shorter one's fill (the judged slope of a
-    fixed run is often fitted on a part of it, and RSS grows in steps), so its
-    amount bounds a shorter window's too; but a short window's amount is mostly
-    its own wander, which a longer window's slope averages out, so carrying it
-    to longer windows would state a resolution the measurements do not support.
-    Past the longest window measured, the amount of the longest windows grows as
-    ``window_s ** BEYOND_EXPONENT``.
+    Points speak for a window from COMPARABLE times its length up to
+    LONGER_BY_S seconds longer: a longer window holds all of a shorter one's
+    steps (the judged slope of a fixed run is often fitted on a part of it, and
+    RSS grows in pages and arenas), so its amount bounds the shorter one's; a
+    window minutes longer also holds minutes more of a slow fill, and a much
+    shorter one's amount is mostly wander its slope would average out, so
+    neither speaks. A window longer than any measured carries the amount of the longest
+    windows below it as ``window_s ** BEYOND_EXPONENT``; one shorter than any
+    takes the shortest windows' amount as it is.
     """
     if not points or not window_s > 0:
         return 0.0
-    longest = max(w for w, _ in points)
-    reach = min(window_s, longest)
-    most = max(max(a, 0.0) for w, a in points if w >= COMPARABLE * reach)
-    return most * float(max(window_s / longest, 1.0) ** BEYOND_EXPONENT)
+    near = [a for w, a in points if COMPARABLE * window_s <= w <= window_s + LONGER_BY_S]
+    if near:
+        return max(max(near), 0.0)
+    below = [w for w, _ in points if w < COMPARABLE * window_s]
+    if below:
+        reach = max(below)
+        most = max(max(a, 0.0) for w, a in points if COMPARABLE * reach <= w <= reach)
+        return most * float((window_s / reach) ** BEYOND_EXPONENT)
+    shortest = min(w for w, _ in points)
+    return max(max(a, 0.0) for w, a in points if w <= shortest / COMPARABLE)
 
 
 def parse(data: Any, source: str) -> Calibration:

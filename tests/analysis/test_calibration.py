@@ -24,8 +24,10 @@ from tests.analysis.synth import MB
 POINTS = [(18.0, 2 * MB), (58.0, 3 * MB)]
 
 
-def test_the_amount_is_the_most_any_run_grew_then_grows_slowly_past_the_longest() -> None:
+def test_the_amount_is_the_most_a_run_as_long_grew_then_grows_slowly_past_the_longest() -> None:
+    assert healthy_amount(POINTS, 18.0) == 3 * MB  # a 58 s window holds an 18 s one's steps
     assert healthy_amount(POINTS, 5.0) == 3 * MB  # a short window can hold all of it
+    assert healthy_amount([(590.0, 1 * MB)], 20.0) == 1 * MB  # shorter than any: as it is
     assert healthy_amount(POINTS, 58.0) == 3 * MB
     assert healthy_amount(POINTS, 58.0 * 4) == pytest.approx(6 * MB)  # square root beyond
     assert healthy_amount([], 20.0) == 0.0
@@ -34,9 +36,19 @@ def test_the_amount_is_the_most_any_run_grew_then_grows_slowly_past_the_longest(
 def test_a_short_windows_wander_does_not_speak_for_a_long_window() -> None:
     points = [(18.0, 5 * MB), (58.0, 3 * MB), (590.0, 1 * MB)]
     assert healthy_amount(points, 18.0) == 5 * MB
-    assert healthy_amount(points, 45.0) == 3 * MB  # 58 s and 590 s windows only
+    assert healthy_amount(points, 45.0) == 3 * MB  # the 58 s windows only
     assert healthy_amount(points, 590.0) == 1 * MB  # the 590 s window alone
     assert healthy_amount(points[:2], 600.0) == pytest.approx(3 * MB * (600 / 58) ** 0.5)
+    # between measured lengths: the 58 s windows' amount, carried
+    assert healthy_amount(points, 100.0) == pytest.approx(3 * MB * (100 / 58) ** 0.5)
+
+
+def test_a_long_windows_fill_does_not_speak_for_a_much_shorter_window() -> None:
+    """Seen: 10-minute points of Python blocks (50,000 over 500 s) allowed a 60 s
+    window 3.3M blocks/h, and a 50 MB/h dict leak passed."""
+    points = [(18.0, 12_000.0), (58.0, 10_000.0), (496.0, 53_000.0)]
+    assert healthy_amount(points, 58.0) == 10_000.0
+    assert healthy_amount(points, 450.0) == 53_000.0
 
 
 def test_a_scenario_without_points_of_its_own_takes_the_largest_of_all() -> None:
