@@ -26,7 +26,7 @@ from harness.control import StopRequest
 from harness.registry import load_scenario
 from harness.runfiles.samples import SampleWriter
 from harness.worker.loop import Limits, drive
-from harness.worker.samplers import SAMPLER_NAMES, Sampler, build_samplers
+from harness.worker.samplers import SAMPLER_NAMES, Sampler, build_samplers, start_available
 from harness.worker.samplers.base import Clock, Sink
 
 CONTINUOUS = ("rss", "heap", "tensors", "gc", "gauges")
@@ -77,13 +77,12 @@ def loop(
     def clock() -> float:
         return time.monotonic() - base
 
-    for sampler in samplers:
-        sampler.start(sink, clock)
+    started = start_available(samplers, sink, clock)  # as the worker does (memray may be absent)
     began, cpu, rss0 = clock(), time.process_time(), thread_cpu_s(RSS_THREAD)
     limits = Limits(began + seconds, None, 0.0, 1.0, clock, StopRequest())
-    result = drive(workload, samplers, limits, sink, lambda now: None)
+    result = drive(workload, started, limits, sink, lambda now: None)
     spent, rss_s = time.process_time() - cpu, thread_cpu_s(RSS_THREAD) - rss0
-    for sampler in samplers:
+    for sampler in started:
         sampler.stop()
     return result.ops, spent, rss_s
 
