@@ -16,7 +16,8 @@ Every later line has ``type`` and ``t`` (seconds since the run started, float):
                ``cuda_reserved`` (bytes), ``ops``
 - ``tensors``: ``tensor_pinned`` (bytes of tensor storage kept alive only by
                views at most a quarter its size, beyond those views),
-               ``tensor_storage`` (bytes of all storages), ``tensors`` (count), ``ops``
+               ``tensor_storage`` (bytes of all storages), ``tensors`` (count),
+               ``cpu_s`` (the census's own CPU time), ``ops``
 - ``gauges``:  ``values`` ({name: float}), ``ops``
 - ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
                ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained

@@ -75,7 +75,7 @@ def test_the_sampler_writes_tensor_pinned_and_the_reader_takes_it_as_a_byte_seri
     sampler.poll(0.1, ops=5)
     sampler.stop()
     lines = sink.of("tensors")
-    assert len(lines) == 2 and lines[0]["ops"] == 5
+    assert len(lines) == 2 and lines[0]["ops"] == 5 and lines[0]["cpu_s"] >= 0
     assert lines[0]["tensor_pinned"] >= 3 * (ELEMENTS - 10) * 4
     builder = RunDataBuilder({})
     for line in lines:

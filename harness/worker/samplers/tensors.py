@@ -159,7 +159,8 @@ class TensorsSampler(PeriodicSampler):
         cost = time.thread_time() - began
         self._every.interval_s = max(self._least_s, cost / COST_SHARE)
         self.sink.sample("tensors", now, ops=self.ops, tensor_pinned=census.pinned_bytes,
-                         tensor_storage=census.storage_bytes, tensors=census.tensors)
+                         tensor_storage=census.storage_bytes, tensors=census.tensors,
+                         cpu_s=round(cost, 4))
 
     def _find_torch(self) -> bool:
         """Start counting once the program has imported torch (never import it here)."""
