@@ -86,12 +86,19 @@ def healthy_amount(points: Points, window_s: float) -> float:
     if near:
         return max(max(near), 0.0)
     below = [w for w, _ in points if w < COMPARABLE * window_s]
+    above = [w for w, _ in points if w > window_s + LONGER_BY_S]
+    # The next longer windows' amount bounds any shorter window's fill.
+    bound = cluster_most(points, min(above)) if above else math.inf
     if below:
         reach = max(below)
         most = max(max(a, 0.0) for w, a in points if COMPARABLE * reach <= w <= reach)
-        return most * float((window_s / reach) ** BEYOND_EXPONENT)
-    shortest = min(w for w, _ in points)
-    return max(max(a, 0.0) for w, a in points if w <= shortest / COMPARABLE)
+        return min(most * float((window_s / reach) ** BEYOND_EXPONENT), bound)
+    return bound
+
+
+def cluster_most(points: Points, shortest: float) -> float:
+    """The most any window from ``shortest`` to 1/COMPARABLE times it grew."""
+    return max(max(a, 0.0) for w, a in points if shortest <= w <= shortest / COMPARABLE)
 
 
 def parse(data: Any, source: str) -> Calibration:

@@ -39,8 +39,12 @@ def test_a_short_windows_wander_does_not_speak_for_a_long_window() -> None:
     assert healthy_amount(points, 45.0) == 3 * MB  # the 58 s windows only
     assert healthy_amount(points, 590.0) == 1 * MB  # the 590 s window alone
     assert healthy_amount(points[:2], 600.0) == pytest.approx(3 * MB * (600 / 58) ** 0.5)
-    # between measured lengths: the 58 s windows' amount, carried
-    assert healthy_amount(points, 100.0) == pytest.approx(3 * MB * (100 / 58) ** 0.5)
+    # between measured lengths: the 58 s windows' amount, carried, but never above
+    # what the longer windows grew (they hold all of a shorter window's fill)
+    assert healthy_amount([*points[:2], (590.0, 9 * MB)], 100.0) == pytest.approx(
+        3 * MB * (100 / 58) ** 0.5)
+    assert healthy_amount(points, 100.0) == 1 * MB
+    assert healthy_amount([(18.0, 4 * MB), (600.0, 4 * MB)], 398.0) == 4 * MB
 
 
 def test_a_long_windows_fill_does_not_speak_for_a_much_shorter_window() -> None:
