@@ -110,10 +110,10 @@ def where_it_grows(
                                     budget_per_h=limit, native_windows=run.native_windows)
     if "shmem" in failing:
         found += shmem_finding(rates.get("shmem"))
-    if bytes_failing:
-        found += tensor_findings(run.owners) + owner_findings(run.owners)
-    elif "tensor_pinned" in failing:
+    if bytes_failing or "tensor_pinned" in failing:
         found += tensor_findings(run.owners)
+    if bytes_failing:
+        found += owner_findings(run.owners)
     if "cyclic_garbage" in failing or bytes_failing:
         found += cycle_findings(run.garbage_windows)
     found += resource_findings(run, failing, rates)

@@ -56,7 +56,7 @@ down, ending with the held object's type. One line::
 - ``tensors`` (null unless the workload imported torch; never imported here):
   every tensor the collector tracks, view bytes (``numel * element_size``),
   storage bytes once per storage; ``oversized``: storages at least
-  TENSOR_RATIO times their largest owned view (a base tensor only its views keep
+  PIN_RATIO times their largest owned view (a base tensor only its views keep
   does not count as owned), with the worst as ``example``; ``views``: the
   TOP_VIEWS such storages of TENSOR_MIN_STORAGE bytes or more, each with the
   owner path of its largest view. A base tensor is reached through its views
@@ -94,6 +94,7 @@ from typing import Any, cast
 from harness.worker.samplers.allocations import short
 from harness.worker.samplers.base import BaseSampler, Clock, Sink, forced_collection
 from harness.worker.samplers.cycles import class_dict, edge_name, label
+from harness.worker.samplers.tensors import PIN_RATIO, view_bytes
 
 BUDGET_S = 3.0  # for every search and the holder pass together, after the counting
 MAX_DEPTH = 20  # references from the object back to a root
@@ -119,7 +120,6 @@ CENSUS_CHUNK = 4096  # tracked objects whose referents are listed at once
 UNTRACKED_LIMIT = 1_000_000  # tracked objects above which untracked ones are not counted
 HOLDER_MIN = MIN_GROWTH // 2  # untracked objects one holder must refer to, to be a holder
 HOLDERS_KEPT = 20  # biggest holders per untracked type remembered from the start
-TENSOR_RATIO = 4  # a storage this many times its largest live view is kept by small views
 TENSOR_MIN_STORAGE = 1_000_000  # bytes; smaller pinned storages are only summed
 TOP_VIEWS = 3
 TENSOR_CHECKS = 256  # base tensors checked for a Python owner (one referrers scan)
@@ -971,7 +971,7 @@ def tensor_report(
     if not isinstance(tensor_type, type):
         return report
     is_tensor: dict[type, bool] = {}
-    count = view_bytes = unreadable = 0
+    count = viewed = unreadable = 0
     # (device, data pointer) -> [nbytes, [tensor, ...]]
     storages: dict[tuple[str, int], list[Any]] = {}
     own = {id(objects), id(storages), *ignore}
@@ -985,7 +985,7 @@ def tensor_report(
                 continue
             count += 1
             try:
-                view_bytes += _view_bytes(obj)
+                viewed += view_bytes(obj)
                 if obj.is_meta:  # type: ignore[attr-defined]
                     continue
                 storage = obj.untyped_storage()  # type: ignore[attr-defined]
@@ -1004,7 +1004,7 @@ def tensor_report(
         pinned = _pinned(storages, own, referrers, report.base_views, held)
         report.summary = {
             "count": count,
-            "view_bytes": view_bytes,
+            "view_bytes": viewed,
             "storage_bytes": sum(e[0] for e in storages.values()),
             "storages": len(storages),
             "oversized": {
@@ -1026,16 +1026,12 @@ def tensor_report(
     return report
 
 
-def _view_bytes(tensor: Any) -> int:
-    return int(tensor.numel()) * int(tensor.element_size())
-
-
 def _pinned(
     storages: dict[tuple[str, int], list[Any]], own: set[int], referrers: Referrers,
     base_views: dict[int, list[object]], held: Container[int],
 ) -> list[tuple[int, int, int, object]]:
     """``(storage bytes, largest view, tensors on it, that view)`` for each storage whose
-    owned tensors are all TENSOR_RATIO times smaller than it."""
+    owned tensors are all PIN_RATIO times smaller than it."""
     bases: dict[int, object] = {}
     for _, tensors in storages.values():
         on = {id(t) for t in tensors}
@@ -1056,9 +1052,9 @@ def _pinned(
         held = [t for t in tensors if id(t) not in bases or id(t) in owned]
         if not held:
             continue
-        largest = max(held, key=_view_bytes)
-        view = _view_bytes(largest)
-        if view * TENSOR_RATIO <= nbytes:
+        largest = max(held, key=view_bytes)
+        view = view_bytes(largest)
+        if view * PIN_RATIO <= nbytes:
             pinned.append((nbytes, view, len(tensors), largest))
     bases.clear()
     return pinned

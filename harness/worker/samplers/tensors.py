@@ -37,7 +37,9 @@ from typing import Any
 
 from harness.worker.samplers.base import PeriodicSampler
 
-PIN_RATIO = 4  # a storage this many times its largest owned view is pinned by views
+# A storage this many times its largest owned view is pinned by views (here and in
+# the owner search's tensor report at the end of a run).
+PIN_RATIO = 4
 COST_SHARE = 0.015  # the census may take at most this share of the run's time
 
 
