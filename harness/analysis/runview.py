@@ -37,6 +37,12 @@ from harness.runfiles.signals import MEMORY_SIGNALS
 
 GARBAGE = "cyclic_garbage"
 FILLING_RULE = "-filling"  # suffix of a leak rule downgraded while the cache fills
+FEW_DROPS_RULE = "-few-drops"  # suffix of a leak rule on a floor under too few drops
+# A floor under fewer drops confirms nothing: over its first 3 or 4 drops the leak
+# zoo's sawtooth's heap floor rose 170 KB along a line (45 to 56 MB/h "confirmed"
+# at 20 s), a fill that a 60 s run shows flat after 20 s. Five points are one
+# chance ordering in 120, and enough for a bend to show against a line.
+FLOOR_CONFIRM_DROPS = 5
 # Signals a healthy cache grows by itself, judged on their excess (calibration).
 CALIBRATED = ("rss", "uss", "heap", "py_blocks")
 # Signals whose resolution a run states: the calibrated ones, and shared memory,
@@ -169,6 +175,8 @@ class RunView:
         judged = judge_rate(label, slope.per_h, slope.ci, budget, allowed)
         if judged.status in ("leak", "suspicious") and name in CALIBRATED:
             judged = self._unless_filling(judged, end_s)
+        if judged.status == "leak" and trend.basis == "floor":
+            judged = unless_few_drops(judged, trend)
         return judged, judged_name(name, trend)
 
     def _unless_filling(self, judged: Judgement, end_s: float) -> Judgement:
@@ -230,6 +238,19 @@ class RunView:
                 "fit": fit.to_json(),
             }
         return found
+
+
+def unless_few_drops(judged: Judgement, trend: Trend) -> Judgement:
+    """A floor under fewer than FLOOR_CONFIRM_DROPS drops makes growth ``suspicious``."""
+    if trend.drops >= FLOOR_CONFIRM_DROPS:
+        return judged
+    period_s = (trend.end_s - trend.start_s) / trend.drops
+    reason = (
+        f"{judged.reason.rstrip('.')}, but a floor under {trend.drops} drops cannot tell a "
+        f"fill from a leak; a run of about {format_duration(FLOOR_CONFIRM_DROPS * period_s)} "
+        f"would show {FLOOR_CONFIRM_DROPS}."
+    )
+    return Judgement("suspicious", f"{judged.rule}{FEW_DROPS_RULE}", reason)
 
 
 def describe_shapes(view: RunView, names: Sequence[str]) -> list[str]:

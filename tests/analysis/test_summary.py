@@ -193,3 +193,17 @@ def test_growth_after_the_cache_is_full_is_a_leak() -> None:
     analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
                          ["rss: 50 MB/h"])
     assert analysis.verdict == "leak", analysis.reasons
+
+
+@pytest.mark.parametrize(("seconds", "verdict"), [(18.0, "suspicious"), (60.0, "leak")])
+def test_a_floor_under_few_drops_cannot_confirm_a_leak(seconds: float, verdict: str) -> None:
+    """Three or four drop bottoms lie on a line as easily under a fill as under a leak."""
+    rng = np.random.default_rng(8)
+    t = times(seconds, 10.0)
+    rss = linear(t, 5000 * MB) + sawtooth(t, 4.0, 16 * MB) + rng.normal(0, 0.05 * MB, t.size)
+    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    floor = analysis.metrics["rss_floor_growth"]
+    assert floor.ci is not None and floor.ci[0] > 4000 * MB  # the line itself is clear
+    assert analysis.verdict == verdict
+    if verdict == "suspicious":
+        assert any("cannot tell a fill from a leak" in r for r in analysis.reasons)

@@ -18,10 +18,11 @@ the structure is full. This census reads it as a level every few seconds:
 A healthy allocator that slices its free list pins at most the list's taken
 head (SGLang's allocators do this too), which is bounded by the pool.
 
-One pass walks every object the collector tracks (``gc.get_objects()``,
-about 20 ms for 170,000 objects), so the interval stretches to keep its CPU
-time under COST_SHARE of the run (and readings at least ``interval_s``
-apart). It starts counting once the program has imported torch (importing it
+One pass walks every object the collector tracks (``gc.get_objects()``
+and a type test, about 25 ms for 170,000 objects, however few are tensors),
+so the next reading waits until the census's CPU time so far (the probe, and
+the dearer readings inside tracemalloc's windows, included) is at most
+COST_SHARE of the time since it started, and at least ``interval_s``. It starts counting once the program has imported torch (importing it
 here would cost 1.5 s and 220 MB); a run that never did says so at the end.
 """
 
@@ -144,9 +145,11 @@ class TensorsSampler(PeriodicSampler):
         self._torch: Any = None
         self._kinds: frozenset[type] = frozenset()
         self._orphan_refs = 0
+        self._began_at = 0.0  # the run's clock when the census found torch
+        self._spent_s = 0.0  # the census's CPU time since
 
     def take(self, now: float, final: bool = False) -> None:
-        if self._torch is None and not self._find_torch():
+        if self._torch is None and not self._find_torch(now):
             if final:  # a recorded program may import torch late, or never
                 self.sink.event("signal_unavailable", now, signal="tensor_pinned",
                                 reason="the program never imported torch")
@@ -159,12 +162,20 @@ class TensorsSampler(PeriodicSampler):
             warnings.simplefilter("ignore")  # deprecated torch attributes met in the walk
             census = take_census(gc.get_objects(), self._kinds, self._orphan_refs)
         cost = time.thread_time() - began
-        self._every.interval_s = max(self._least_s, cost / COST_SHARE)
+        self._spent_s += cost
+        self._every.next_at = self._next_at(now)
         self.sink.sample("tensors", now, ops=self.ops, tensor_pinned=census.pinned_bytes,
                          tensor_storage=census.storage_bytes, tensors=census.tensors,
                          cpu_s=round(cost, 4))
 
-    def _find_torch(self) -> bool:
+    def _next_at(self, now: float) -> float:
+        """When the census's CPU time so far is COST_SHARE of the time since it began.
+
+        A share of the whole, not of each interval: the first readings (before
+        their cost is known) and the dearer ones are paid back by waiting longer."""
+        return max(now + self._least_s, self._began_at + self._spent_s / COST_SHARE)
+
+    def _find_torch(self, now: float) -> bool:
         """Start counting once the program has imported torch (never import it here)."""
         torch = sys.modules.get("torch")
         # A recorded program's main thread may be importing it while this one polls.
@@ -172,7 +183,9 @@ class TensorsSampler(PeriodicSampler):
             return False
         if not isinstance(getattr(torch, "Tensor", None), type) or not hasattr(torch, "arange"):
             return False
+        began = time.thread_time()
         self._torch = torch
         self._kinds = tensor_types(torch.Tensor)
         self._orphan_refs = orphan_refcount(torch, self._kinds)
+        self._began_at, self._spent_s = now, time.thread_time() - began
         return True
