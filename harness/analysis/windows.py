@@ -19,10 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.slope import sen_slope
+from harness.analysis.slope import robust_spread, sen_slope
 from harness.runfiles.rundata import RunData, Series
 
-BRIDGE_SAMPLES = 5  # samples each side of a window that set the level it is bridged at
+# The level each side of a window is the median over BRIDGE_S seconds of the
+# series less its slope. The 5 samples nearest the window (half a second) were
+# too few: the fixed cache's heap wanders +-30 KB within a second or two, and a
+# residue misjudged by that much is a step that tilts a 60 s slope by 1-2 MB/h.
+# A stretch holding a jump (a buffer taken or freed: one change JUMP times the
+# usual) falls back to the BRIDGE_SAMPLES nearest samples, which rarely straddle it.
+BRIDGE_S = 3.0
+BRIDGE_SAMPLES = 5
+JUMP = 8.0
 Span = tuple[float, float]
 
 
@@ -100,16 +108,30 @@ def bridged(
     limits = bounds if bounds is not None and series.unit == "B" else {}
     v = kept.v.copy()
     for start, end in sorted(closed):
-        before, after = kept.t < start, kept.t > end
-        if np.count_nonzero(before) < BRIDGE_SAMPLES or np.count_nonzero(after) < BRIDGE_SAMPLES:
+        before, after = np.flatnonzero(kept.t < start), np.flatnonzero(kept.t > end)
+        if before.size < BRIDGE_SAMPLES or after.size < BRIDGE_SAMPLES:
             continue
-        t0 = float(np.median(kept.t[before][-BRIDGE_SAMPLES:]))
-        t1 = float(np.median(kept.t[after][:BRIDGE_SAMPLES]))
-        residue = (float(np.median(v[after][:BRIDGE_SAMPLES]))
-                   - float(np.median(v[before][-BRIDGE_SAMPLES:])) - per_s * (t1 - t0))
+        before = _side(kept.t, v, before[kept.t[before] >= start - BRIDGE_S],
+                       before[-BRIDGE_SAMPLES:])
+        after = _side(kept.t, v, after[kept.t[after] <= end + BRIDGE_S], after[:BRIDGE_SAMPLES])
+        residue = _level(kept.t, v, per_s, after) - _level(kept.t, v, per_s, before)
         if residue <= limits.get(start, math.inf):
-            v[after] -= max(residue, 0.0)
+            v[kept.t > end] -= max(residue, 0.0)
     return Series(kept.t, v, kept.unit)
+
+
+def _side(t: np.ndarray, v: np.ndarray, stretch: np.ndarray, nearest: np.ndarray) -> np.ndarray:
+    """The samples that set a side's level: ``stretch``, or ``nearest`` if it holds a jump."""
+    if stretch.size <= nearest.size:
+        return nearest
+    changes = np.abs(np.diff(v[stretch]))
+    usual = robust_spread(changes - np.median(changes)) + float(np.median(changes))
+    return stretch if float(changes.max()) <= JUMP * usual else nearest
+
+
+def _level(t: np.ndarray, v: np.ndarray, per_s: float, picked: np.ndarray) -> float:
+    """Median of ``v`` less the series' slope over the ``picked`` samples."""
+    return float(np.median(v[picked] - per_s * t[picked]))
 
 
 def _within_segments_slope(series: Series, windows: Sequence[Span]) -> float:
