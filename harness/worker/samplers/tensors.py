@@ -22,8 +22,9 @@ One pass walks every object the collector tracks (``gc.get_objects()``
 and a type test, about 25 ms for 170,000 objects, however few are tensors),
 so the next reading waits until the census's CPU time so far (the probe, and
 the dearer readings inside tracemalloc's windows, included) is at most
-COST_SHARE of the time since it started, and at least ``interval_s``. It starts counting once the program has imported torch (importing it
-here would cost 1.5 s and 220 MB); a run that never did says so at the end.
+COST_SHARE of the time since it started, and at least ``interval_s`` after
+the last. It starts counting once the program has imported torch (importing
+it here would cost 1.5 s and 220 MB); a run that never did says so at the end.
 """
 
 from __future__ import annotations
