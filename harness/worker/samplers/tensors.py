@@ -146,11 +146,17 @@ class TensorsSampler(PeriodicSampler):
         self._torch: Any = None
         self._kinds: frozenset[type] = frozenset()
         self._orphan_refs = 0
-        self._began_at = 0.0  # the run's clock when the census found torch
-        self._spent_s = 0.0  # the census's CPU time since
+        self._began_at = 0.0  # the run's clock when the sampler started
+        self._spent_s = 0.0  # the census's CPU time since (its probe included)
+
+    def on_start(self, now: float) -> None:
+        super().on_start(now)
+        # The share is of the run since start: the wait for the first reading is
+        # credit for it, so readings come as often as before their cost was known.
+        self._began_at = now
 
     def take(self, now: float, final: bool = False) -> None:
-        if self._torch is None and not self._find_torch(now):
+        if self._torch is None and not self._find_torch():
             if final:  # a recorded program may import torch late, or never
                 self.sink.event("signal_unavailable", now, signal="tensor_pinned",
                                 reason="the program never imported torch")
@@ -170,13 +176,13 @@ class TensorsSampler(PeriodicSampler):
                          cpu_s=round(cost, 4))
 
     def _next_at(self, now: float) -> float:
-        """When the census's CPU time so far is COST_SHARE of the time since it began.
+        """When the census's CPU time so far is COST_SHARE of the time since start.
 
         A share of the whole, not of each interval: the first readings (before
         their cost is known) and the dearer ones are paid back by waiting longer."""
         return max(now + self._least_s, self._began_at + self._spent_s / COST_SHARE)
 
-    def _find_torch(self, now: float) -> bool:
+    def _find_torch(self) -> bool:
         """Start counting once the program has imported torch (never import it here)."""
         torch = sys.modules.get("torch")
         # A recorded program's main thread may be importing it while this one polls.
@@ -188,5 +194,5 @@ class TensorsSampler(PeriodicSampler):
         self._torch = torch
         self._kinds = tensor_types(torch.Tensor)
         self._orphan_refs = orphan_refcount(torch, self._kinds)
-        self._began_at, self._spent_s = now, time.thread_time() - began
+        self._spent_s += time.thread_time() - began
         return True
