@@ -31,10 +31,15 @@ class LockLedger:
         # Weak references where the node type allows: the ledger must not keep a
         # node alive (nor show up as its owner), only remember it while it lives.
         self._held: dict[int, tuple[Callable[[], Any], Counter[str]]] = {}
+        # SGLang's inc_lock_ref stops at the root, whose lock_ref stays 1: a request
+        # that matched nothing "locks" the root, and that lock is no one's to release.
+        self._root = getattr(cache, "root_node", None)
         self.active = _wrap(cache, "inc_lock_ref", self._locked) and _wrap(
             cache, "dec_lock_ref", self._unlocked)
 
     def _locked(self, node: Any) -> None:
+        if node is self._root and self._root is not None:
+            return
         frame = sys._getframe(2)  # the caller of inc_lock_ref, past the wrapper
         site = f"{_short(frame.f_code.co_filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
         entry = self._held.get(id(node))
