@@ -20,11 +20,12 @@ head (SGLang's allocators do this too), which is bounded by the pool.
 
 One pass walks every object the collector tracks (``gc.get_objects()``
 and a type test, about 25 ms for 170,000 objects, however few are tensors),
-so the next reading waits until the census's CPU time so far (the probe, and
-the dearer readings inside tracemalloc's windows, included) is at most
-COST_SHARE of the time since it started, and at least ``interval_s`` after
-the last. It starts counting once the program has imported torch (importing
-it here would cost 1.5 s and 220 MB); a run that never did says so at the end.
+so the next reading waits until the census's CPU time so far (the dearer
+readings inside tracemalloc's windows included; the one-off probe at the
+start is not) is at most COST_SHARE of the time since it started, and at
+least ``interval_s`` after the last. It starts counting once the program has
+imported torch (importing it here would cost 1.5 s and 220 MB); a run that
+never did says so at the end.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class TensorsSampler(PeriodicSampler):
         self._kinds: frozenset[type] = frozenset()
         self._orphan_refs = 0
         self._began_at = 0.0  # the run's clock when the sampler started
-        self._spent_s = 0.0  # the census's CPU time since (its probe included)
+        self._spent_s = 0.0  # the census's CPU time since (readings, not the probe)
 
     def on_start(self, now: float) -> None:
         super().on_start(now)
@@ -190,9 +191,9 @@ class TensorsSampler(PeriodicSampler):
             return False
         if not isinstance(getattr(torch, "Tensor", None), type) or not hasattr(torch, "arange"):
             return False
-        began = time.thread_time()
         self._torch = torch
         self._kinds = tensor_types(torch.Tensor)
+        # A one-off walk, like a sampler's start: counted against the share, it made
+        # the second reading wait 6 s and incident 4 take up to 15 s to confirm.
         self._orphan_refs = orphan_refcount(torch, self._kinds)
-        self._spent_s += time.thread_time() - began
         return True
