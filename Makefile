@@ -8,7 +8,7 @@ SHARD ?=
 TORCH_PIP_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms attribution-cost record-overhead lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ record-overhead: install ## ops/s of a program recorded vs not, sampling alone a
 
 false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 runs at once (~40 min)
 	$(PY) bench/sensitivity.py --non-leaks --seeds 10 --section "false alarms"
+
+detect-generic: install ## time to detect each regression with the generic budgets only, no cache gauges (~8 min)
+	$(PY) bench/time_to_detect.py --generic --no-check
 
 lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check .
