@@ -123,3 +123,16 @@ def test_a_residue_under_fast_wander_is_bridged_on_seconds_of_samples_not_a_few(
         out = bridged(Series(t, v, "B"), [(16.5, 19.0)], {16.5: 600e3})
         errors.append(abs(np.median(out.v[out.t > 19]) - np.median(out.v[out.t < 16.5])))
     assert np.mean(errors) < 5e3 and np.max(errors) < 12e3
+
+
+def test_a_residue_after_a_fill_is_measured_against_the_flat_stretch_not_the_fill() -> None:
+    """A memo fills for 4.4 s, then holds; a window at 6.5 s leaves 110 KB behind, and
+    the run ends 0.8 s after the second: two stretches, whose median is their mean."""
+    rng = np.random.default_rng(3)
+    t = np.arange(0, 20, 0.1)
+    v = 1e8 + np.minimum(t, 4.4) / 4.4 * 5e6 + 110e3 * (t > 8.7) + rng.normal(0, 5e3, t.size)
+    windows = [(6.5, 8.7), (13.7, 19.2)]
+    out = bridged(Series(t, v, "B"), windows, {6.5: 400e3, 13.7: 400e3})
+    before = np.median(out.v[(out.t > 5.0) & (out.t < 6.5)])
+    after = np.median(out.v[(out.t > 8.7) & (out.t < 13.7)])
+    assert abs(after - before) < 15e3
