@@ -111,16 +111,15 @@ def bridged(
         before, after = np.flatnonzero(kept.t < start), np.flatnonzero(kept.t > end)
         if before.size < BRIDGE_SAMPLES or after.size < BRIDGE_SAMPLES:
             continue
-        before = _side(kept.t, v, before[kept.t[before] >= start - BRIDGE_S],
-                       before[-BRIDGE_SAMPLES:])
-        after = _side(kept.t, v, after[kept.t[after] <= end + BRIDGE_S], after[:BRIDGE_SAMPLES])
+        before = _side(v, before[kept.t[before] >= start - BRIDGE_S], before[-BRIDGE_SAMPLES:])
+        after = _side(v, after[kept.t[after] <= end + BRIDGE_S], after[:BRIDGE_SAMPLES])
         residue = _level(kept.t, v, per_s, after) - _level(kept.t, v, per_s, before)
         if residue <= limits.get(start, math.inf):
             v[kept.t > end] -= max(residue, 0.0)
     return Series(kept.t, v, kept.unit)
 
 
-def _side(t: np.ndarray, v: np.ndarray, stretch: np.ndarray, nearest: np.ndarray) -> np.ndarray:
+def _side(v: np.ndarray, stretch: np.ndarray, nearest: np.ndarray) -> np.ndarray:
     """The samples that set a side's level: ``stretch``, or ``nearest`` if it holds a jump."""
     if stretch.size <= nearest.size:
         return nearest
