@@ -4,7 +4,8 @@ A run ends with exactly one verdict. Some come from the analysis of the
 samples (``pass``, ``suspicious``, ``leak``, ``error``), the others from what
 happened to the worker process (it crashed, hung or hit the RSS ceiling) or to
 the run (``interrupted``: Ctrl-C or SIGTERM cut it short; the partial samples
-are analysed and the reasons say what they showed, but such a run never passes).
+are analysed and the reasons say what they showed, but such a run never passes;
+a failure they already confirm, a leak say, is that failure's verdict instead).
 """
 
 from __future__ import annotations

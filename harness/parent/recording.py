@@ -4,8 +4,10 @@ The program runs in its own session with the recorder's ``sitecustomize`` on
 PYTHONPATH (:mod:`harness.record.bootstrap`); its output is shown and kept in
 ``program.log``. It ends by itself, or after ``duration_s`` it is asked to stop
 with SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart, its whole process
-group with it. Then every ``proc-<pid>`` folder is concluded like a worker's
-run folder: the same analysis, verdicts and summary.
+group with it; SIGKILL waits while a recorded process still writes its final
+windows (up to ``FINISH_WAIT_S``), as SIGTERM only defers to them. Then every
+``proc-<pid>`` folder is concluded like a worker's run folder: the same
+analysis, verdicts and summary.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -39,6 +41,11 @@ from harness.verdicts import INTERRUPTED
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 KILL_WAIT_S = 10.0
+# A recorded process that got the stop signals writes its final windows (garbage,
+# owner search, trim probe: up to seconds on a loaded machine) before it exits;
+# SIGKILL waits this much longer for them, then cuts them short.
+FINISH_WAIT_S = 30.0
+END_EVENT = re.compile(rb'"name":"end"[,}]')
 # How bad a process's verdict is for the recording as a whole (the worst wins): a
 # confirmed failure outranks a cut-short process, which never lets the whole pass.
 RANK = {"pass": 0, "suspicious": 1, INTERRUPTED: 2, "error": 3, "leak": 4,
@@ -131,8 +138,8 @@ def run_program(program: Program, env: dict[str, str], out: Path, duration_s: fl
         tee = threading.Thread(target=copy_output, args=(process.stdout, log, echo), daemon=True)
         tee.start()
         how = wait_for(process, began, duration_s, cancel)
-        sent = stop_group(process, grace_s) if process.poll() is None else ()
-        end_group(process.pid, grace_s)  # children that outlived the program
+        sent = stop_group(process, grace_s, out) if process.poll() is None else ()
+        end_group(process.pid, grace_s, out)  # children that outlived the program
         tee.join(KILL_WAIT_S)
     return Stopped(how, process.returncode, sent, time.monotonic() - began, process.pid)
 
@@ -156,10 +163,16 @@ def wait_for(process: subprocess.Popen[bytes], began: float, duration_s: float |
     return "exited"
 
 
-def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> tuple[str, ...]:
-    """SIGINT, then SIGTERM, then SIGKILL to the program's process group, ``grace_s`` apart."""
+def stop_group(process: subprocess.Popen[bytes], grace_s: float,
+               out: Path) -> tuple[str, ...]:
+    """SIGINT, then SIGTERM, then SIGKILL to the program's process group, ``grace_s`` apart
+    (SIGKILL once no recording in ``out`` is still being finished, or FINISH_WAIT_S on)."""
     sent: list[str] = []
     for sig in STOP_SIGNALS:
+        if sig == signal.SIGKILL:
+            recordings_finished(out, FINISH_WAIT_S, process.poll)
+            if process.poll() is not None:
+                break  # its children, if any, are end_group's
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
@@ -173,9 +186,12 @@ def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> tuple[str, .
     return tuple(sent)
 
 
-def end_group(pgid: int, grace_s: float) -> None:
-    """Children left in the program's group get SIGTERM, then SIGKILL after ``grace_s``."""
+def end_group(pgid: int, grace_s: float, out: Path) -> None:
+    """Children left in the program's group get SIGTERM, then SIGKILL after ``grace_s``
+    (and after their recordings in ``out`` are finished, or FINISH_WAIT_S on)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        if sig == signal.SIGKILL:
+            recordings_finished(out, FINISH_WAIT_S, lambda: None)
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
@@ -187,6 +203,53 @@ def end_group(pgid: int, grace_s: float) -> None:
             except (ProcessLookupError, PermissionError):
                 return
             time.sleep(0.05)
+
+
+def recordings_finished(out: Path, wait_s: float, ended: Callable[[], object]) -> None:
+    """Wait up to ``wait_s`` until every live recorded process in ``out`` has written its
+    ``end`` event, or ``ended()`` is no longer None (the program is gone)."""
+    deadline = time.monotonic() + wait_s
+    while unfinished_recordings(out) and ended() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def unfinished_recordings(out: Path) -> list[int]:
+    """Pids of processes still alive whose recording has no ``end`` event yet."""
+    found = []
+    for folder in out.glob(f"{PROCESS_PREFIX}*"):
+        pid = folder.name.removeprefix(PROCESS_PREFIX)
+        if pid.isdigit() and alive(int(pid)) and not ends_recorded(folder / SAMPLES_FILE):
+            found.append(int(pid))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not zombie(pid)
+
+
+def zombie(pid: int) -> bool:
+    """An exited child its parent has not reaped yet: it writes nothing more."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def ends_recorded(samples: Path) -> bool:
+    """Whether the last lines of ``samples`` hold the ``end`` event."""
+    try:
+        with samples.open("rb") as stream:
+            stream.seek(max(stream.seek(0, os.SEEK_END) - 4096, 0))
+            return END_EVENT.search(stream.read()) is not None
+    except OSError:
+        return True  # no recording to wait for
 
 
 @dataclass(frozen=True)

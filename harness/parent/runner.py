@@ -38,7 +38,7 @@ from harness.runfiles.names import (
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, write_summary
-from harness.verdicts import ENDING_VERDICTS, INTERRUPTED
+from harness.verdicts import ENDING_VERDICTS, FAILING, INTERRUPTED
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,16 @@ def ending_from_samples(data: RunData) -> Ending:
     return Ending("finished", [], None, 0.0)
 
 
+def cut_short(verdict: str, reasons: list[str]) -> str:
+    """A cut-short run never passes, whatever its data showed; a failure its partial
+    data already confirmed (a leak, a crash) stands, as more samples could not undo it."""
+    if verdict in FAILING:
+        reasons.insert(1, f"the partial data already confirmed: {verdict}.")
+        return verdict
+    reasons.insert(1, f"the partial data showed: {verdict}.")
+    return INTERRUPTED
+
+
 def conclude(config: RunConfig, ending: Ending, command: str | None = None) -> RunOutcome:
     """Analyse whatever was sampled and write ``summary.json``; ``command`` repeats the
     run (default: the ``leak-harness run`` line of ``config``)."""
@@ -179,9 +189,8 @@ def conclude(config: RunConfig, ending: Ending, command: str | None = None) -> R
         reasons += analysis.reasons[1:] if ending.status in ENDING_VERDICTS else analysis.reasons
     else:
         verdict = ending.status if ending.status in ENDING_VERDICTS else "error"
-    if ending.status == INTERRUPTED:  # cut short: never a pass, whatever the data showed
-        reasons.insert(1, f"the partial data showed: {verdict}.")
-        verdict = INTERRUPTED
+    if ending.status == INTERRUPTED:
+        verdict = cut_short(verdict, reasons)
     summary = Summary(
         scenario=config.scenario,
         injected=list(config.inject),
