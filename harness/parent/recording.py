@@ -4,8 +4,10 @@ The program runs in its own session with the recorder's ``sitecustomize`` on
 PYTHONPATH (:mod:`harness.record.bootstrap`); its output is shown and kept in
 ``program.log``. It ends by itself, or after ``duration_s`` it is asked to stop
 with SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart, its whole process
-group with it; SIGKILL waits while a recorded process still writes its final
-windows (up to ``FINISH_WAIT_S``), as SIGTERM only defers to them. Then every
+group with it. Before the first signal a stop notice asks every recorder to end
+its recording (final windows included) while the program still runs, so its
+teardown is not judged; SIGKILL waits too while a recorded process still
+writes its final windows (up to ``FINISH_WAIT_S`` each time). Then every
 ``proc-<pid>`` folder is concluded like a worker's run folder: the same
 analysis, verdicts and summary.
 """
@@ -32,7 +34,13 @@ from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, conclude
 from harness.parent.supervisor import Ending
 from harness.record.bootstrap import ENV, SITE_DIR
-from harness.runfiles.names import CONFIG_FILE, PROCESS_PREFIX, PROGRAM_LOG, SAMPLES_FILE
+from harness.runfiles.names import (
+    CONFIG_FILE,
+    PROCESS_PREFIX,
+    PROGRAM_LOG,
+    SAMPLES_FILE,
+    STOP_FILE,
+)
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.samples import PROJECT_ROOT
@@ -138,9 +146,13 @@ def run_program(program: Program, env: dict[str, str], out: Path, duration_s: fl
         tee = threading.Thread(target=copy_output, args=(process.stdout, log, echo), daemon=True)
         tee.start()
         how = wait_for(process, began, duration_s, cancel)
-        sent = stop_group(process, grace_s, out) if process.poll() is None else ()
+        sent: tuple[str, ...] = ()
+        if process.poll() is None:
+            give_notice(out, process)
+            sent = stop_group(process, grace_s, out)
         end_group(process.pid, grace_s, out)  # children that outlived the program
         tee.join(KILL_WAIT_S)
+        (out / STOP_FILE).unlink(missing_ok=True)
     return Stopped(how, process.returncode, sent, time.monotonic() - began, process.pid)
 
 
@@ -161,6 +173,14 @@ def wait_for(process: subprocess.Popen[bytes], began: float, duration_s: float |
         if duration_s is not None and time.monotonic() - began >= duration_s:
             return "duration"
     return "exited"
+
+
+def give_notice(out: Path, process: subprocess.Popen[bytes]) -> None:
+    """Tell the recorders the program is about to be stopped, and wait (up to
+    FINISH_WAIT_S) while they end their recordings: their final windows see the
+    program as it ran, not its teardown."""
+    (out / STOP_FILE).touch()
+    recordings_finished(out, FINISH_WAIT_S, process.poll)
 
 
 def stop_group(process: subprocess.Popen[bytes], grace_s: float,

@@ -13,9 +13,12 @@ import pytest
 
 from harness.worker.samplers.allocations import short
 from harness.worker.samplers.heap import (
+    TCACHE_COUNT,
+    TCACHE_SIZES,
     HeapSampler,
     count_fds,
     cuda_unavailable,
+    fill_thread_cache,
     load_heap_reader,
     read_status,
 )
@@ -188,3 +191,25 @@ def test_status_and_descriptors_without_proc_are_unavailable_with_a_reason(
     assert "RssShmem" in reasons["shmem"] and "Threads" in reasons["threads"]
     assert "/proc/self/fd" in reasons["fds"]
     assert not {"shmem", "threads", "fds"} & set(sink.of("heap")[0])
+
+
+@glibc_only
+def test_a_filled_thread_cache_holds_its_chunks_once_and_no_more() -> None:
+    read, _ = load_heap_reader()
+    assert read is not None
+    levels: list[int] = []
+
+    def in_a_new_thread() -> None:  # a fresh thread starts with an empty cache
+        levels.append(read())
+        fill_thread_cache()
+        levels.append(read())
+        fill_thread_cache()  # full already: every chunk goes back to the arena
+        levels.append(read())
+
+    thread = threading.Thread(target=in_a_new_thread)
+    thread.start()
+    thread.join()
+    first, filled, again = levels
+    cache_bytes = TCACHE_COUNT * sum(size + 8 for size in TCACHE_SIZES)
+    assert 0.8 * cache_bytes <= filled - first <= 1.2 * cache_bytes
+    assert abs(again - filled) < 0.1 * cache_bytes

@@ -78,3 +78,27 @@ def test_a_forked_childs_copy_writes_nothing_and_unhooks_its_callbacks(
     recorder.stop("exit")
     assert (folder / SAMPLES_FILE).read_text() == before
     assert not any(getattr(cb, "__self__", None) in recorder.samplers for cb in gc.callbacks)
+
+
+def test_the_stop_notice_ends_the_recording_while_the_program_runs(
+    tmp_path: Path, hooks: record.Hooks
+) -> None:
+    from harness.runfiles.names import STOP_FILE
+
+    folder = tmp_path / "proc-1"
+    folder.mkdir()
+    recorder = Recorder(folder, config(folder))
+    recorder.start()
+    time.sleep(0.4)
+    (tmp_path / STOP_FILE).touch()  # what leak-harness record does before SIGINT
+    deadline = time.monotonic() + 10
+    while '"name":"end"' not in (folder / SAMPLES_FILE).read_text():
+        assert time.monotonic() < deadline, "the notice did not end the recording"
+        time.sleep(0.05)
+    record.ops(7)  # the program goes on; nothing more is written
+    recorder.stop("exit")  # its exit later: already ended
+    found = lines(folder)
+    events = [e for e in found if e["type"] == "event"]
+    assert [e["reason"] for e in events if e["name"] in ("loop_end", "end")] == \
+        ["stop notice", "stop notice"]
+    assert found[-1]["name"] == "end" and 0.4 <= float(found[-1]["t"]) < 5  # type: ignore[arg-type]
