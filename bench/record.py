@@ -197,4 +197,5 @@ def section_header(doc: dict[str, Any]) -> list[str]:
         f"{load['other_cores']} cores on average meanwhile",
         f"- command: `{doc['command']}`",
         f"- parameters: {params}",
+        *([f"- note: {doc['note']}"] if doc.get("note") else []),
     ]
