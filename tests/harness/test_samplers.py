@@ -23,7 +23,7 @@ from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.gc_events import GcEventsSampler
 from harness.worker.samplers.heap import HeapSampler
 from harness.worker.samplers.malloc_trim import MallocTrimSampler
-from harness.worker.samplers.objects import ObjectsSampler
+from harness.worker.samplers.objects import ObjectsSampler, type_counts
 from harness.worker.samplers.rss import RssSampler
 from tests.harness.doubles import FakeStorage, FakeTensor
 
@@ -139,6 +139,15 @@ def test_objects_sampler_reports_growth_between_windows() -> None:
     assert first["growth"] == {}
     assert second["growth"]["Node"] == 2000 and second["counts"]["Node"] >= 2000
     del kept
+
+
+def test_type_counts_are_objgraphs_short_name_typestats() -> None:
+    class Node:  # a second type named Node: counted under one name, as objgraph does
+        pass
+
+    objects = gc.get_objects() + [Node() for _ in range(30)]
+    assert type_counts(objects) == objgraph.typestats(objects, shortnames=True)
+    assert type_counts(objects)["Node"] >= 30
 
 
 def uss_read_takes(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:

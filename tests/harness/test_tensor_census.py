@@ -17,6 +17,7 @@ from harness.worker.samplers.tensors import (
     orphan_refcount,
     take_census,
     tensor_types,
+    tensors_among,
 )
 from tests.harness.test_samplers import FakeClock, Recorder
 
@@ -26,7 +27,7 @@ ELEMENTS = 100_000  # 400 KB of float32
 def census_of(*held: Any) -> int:
     """Pinned bytes among the tensors in ``held`` (and their bases), all else ignored."""
     kinds = tensor_types(torch.Tensor)  # with the subclasses a test defined
-    objects = [o for o in gc.get_objects() if type(o) in kinds]
+    objects = tensors_among(gc.get_objects(), kinds)
     mine = {id(t) for t in held} | {id(t._base) for t in held if t._base is not None}
     chosen = [o for o in objects if id(o) in mine]
     del objects

@@ -161,10 +161,16 @@ def pinned_now() -> int:
     """The tensor census of this process, as the worker's sampler takes it."""
     import torch
 
-    from harness.worker.samplers.tensors import orphan_refcount, take_census, tensor_types
+    from harness.worker.samplers.tensors import (
+        orphan_refcount,
+        take_census,
+        tensor_types,
+        tensors_among,
+    )
 
     kinds = tensor_types(torch.Tensor)
-    return take_census(gc.get_objects(), kinds, orphan_refcount(torch, kinds)).pinned_bytes
+    tensors = tensors_among(gc.get_objects(), kinds)
+    return take_census(tensors, kinds, orphan_refcount(torch, kinds)).pinned_bytes
 
 
 @pytest.mark.integration

@@ -72,17 +72,27 @@ def view_bytes(tensor: Any) -> int:
 Groups = dict[tuple[str, int], list[Any]]  # (device, data pointer) -> [nbytes, tensors]
 
 
+def tensors_among(objects: list[object], kinds: frozenset[type]) -> list[object]:
+    """The objects whose type is one of ``kinds``.
+
+    The walk is most of the census's cost and runs in C from start to end
+    (list over compress over map), so it never lets go of the GIL: a recorded
+    program's threads cannot run while every object is held by ``objects``, as
+    objects they drop meanwhile would stay alive (seen: the tree's unlinked nodes
+    counted as detached but alive). The caller drops ``objects`` as it returns."""
+    return list(itertools.compress(objects, map(kinds.__contains__, map(type, objects))))
+
+
 def group_by_storage(
-    objects: list[object], kinds: frozenset[type]
+    tensors: list[object], kinds: frozenset[type]
 ) -> tuple[Groups, dict[int, int]]:
-    """The tensors among ``objects`` by storage, and the ids of live views' bases.
+    """``tensors`` by storage, and the ids of live views' bases.
 
     A function of its own so that no loop variable outlives it: the reference
     counts read next must see the same references on every tensor."""
     storages: Groups = {}
     bases: dict[int, int] = {}
-    # The type test runs in C (compress over map): the walk is most of the census's cost.
-    for obj in itertools.compress(objects, map(kinds.__contains__, map(type, objects))):
+    for obj in tensors:
         try:
             if obj.is_meta:  # type: ignore[attr-defined]
                 continue
@@ -107,13 +117,13 @@ def count_base_refs(storages: Groups, bases: dict[int, int]) -> None:
                 bases[id(tensor)] = sys.getrefcount(tensor)
 
 
-def take_census(objects: list[object], kinds: frozenset[type], orphan_refs: int) -> Census:
-    """Storage and pinned bytes of the tensors among ``objects``.
+def take_census(tensors: list[object], kinds: frozenset[type], orphan_refs: int) -> Census:
+    """Storage and pinned bytes of ``tensors`` (:func:`tensors_among` the live objects).
 
     ``orphan_refs``: the reference count :func:`count_base_refs` reads on a base
     that only its views keep (:func:`orphan_refcount`); a base with more has an owner.
     """
-    storages, bases = group_by_storage(objects, kinds)
+    storages, bases = group_by_storage(tensors, kinds)
     count_base_refs(storages, bases)
     pinned = total = count = 0
     for nbytes, tensors in storages.values():
@@ -131,8 +141,8 @@ def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
     probe made that way, since it depends on how PyTorch keeps such a base."""
     probe = torch.arange(PIN_RATIO * 4)[:1]
     base_id = id(probe._base)
-    objects = gc.get_objects()
-    storages, bases = group_by_storage(objects, kinds)
+    tensors = tensors_among(gc.get_objects(), kinds)
+    storages, bases = group_by_storage(tensors, kinds)
     count_base_refs(storages, bases)
     del probe
     return bases.get(base_id, 0)
@@ -168,7 +178,8 @@ class TensorsSampler(PeriodicSampler):
         self._kinds = tensor_types(self._torch.Tensor)  # a subclass defined meanwhile
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecated torch attributes met in the walk
-            census = take_census(gc.get_objects(), self._kinds, self._orphan_refs)
+            tensors = tensors_among(gc.get_objects(), self._kinds)
+            census = take_census(tensors, self._kinds, self._orphan_refs)
         cost = time.thread_time() - began
         self._spent_s += cost
         self._every.next_at = self._next_at(now)
