@@ -67,12 +67,13 @@ class Job:
     target: ZooTarget
     duration_s: float
     seed: int
+    asked: float | None = None  # bytes per hour for the byte leaks (--rate), else RATE_AT's
 
     @property
     def rate(self) -> float:
         """The rate this run asks of its target (bytes kinds: the duration's target rate)."""
         if self.target.leaks and self.target.unit == "B":
-            return RATE_AT.get(self.duration_s, self.target.default_rate)
+            return self.asked or RATE_AT.get(self.duration_s, self.target.default_rate)
         return self.target.default_rate
 
     @property
@@ -304,10 +305,12 @@ def growth_cell(metrics: dict[str, dict[str, Any]], signal: str) -> str:
 
 # ---------------------------------------------------------------------- targets
 def report_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
-    for duration, rate in RATE_AT.items():
+    for duration in sorted({r["duration_s"] for r in rows if r["leaks"]}):
         leaks = [r for r in rows if r["leaks"] and r["duration_s"] == duration]
-        if not leaks:
+        asked = {r["rate"] for r in leaks if r["unit"] == "B"}
+        if duration not in RATE_AT and not asked:
             continue
+        rate = min(asked, default=RATE_AT.get(duration, 0.0))
         missed = sorted({r["target"] for r in leaks if r["verdict"] != "leak"})
         kinds = len({r["target"] for r in leaks})
         rec.target(f"every leak kind at >= {rate / 1e6:g} MB/h caught (leak) at {duration:g} s",
@@ -357,10 +360,10 @@ def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:
 
 # ---------------------------------------------------------------------- main
 def plan(seeds: int, durations: Sequence[float], full: bool, select: str | None,
-         non_leaks: bool = False) -> list[Job]:
+         non_leaks: bool = False, rate: float | None = None) -> list[Job]:
     chosen = [t for t in ZOO if not select or any(k in t.name for k in select.split(","))]
     chosen = [t for t in chosen if not (non_leaks and t.leaks)]
-    jobs = [Job(t, d, s) for s in range(seeds) for d in durations for t in chosen]
+    jobs = [Job(t, d, s, rate) for s in range(seeds) for d in durations for t in chosen]
     if full:
         jobs += [Job(t, RESOLUTION_LONG_S, 0) for t in chosen if t.name == "fixed"]
     # Longest first, so two workers finish together.
@@ -380,17 +383,21 @@ def main(argv: list[str] | None = None) -> int:
                              "60 s, their default rate otherwise")
     parser.add_argument("--non-leaks", action="store_true",
                         help="only the targets that do not leak (false alarms over many seeds)")
+    parser.add_argument("--rate", type=float, default=None, metavar="MB_PER_H",
+                        help="run the byte leaks at this rate instead (e.g. 20: a malloc "
+                             "leak of 20 MB/h at 60 s)")
     parser.add_argument("--section", default="",
                         help="record under 'Sensitivity: SECTION' instead of the main section")
     args = parser.parse_args(argv)
     durations = [float(d) for d in args.durations.split(",") if d]
-    jobs = plan(args.seeds, durations, full, args.select, args.non_leaks)
+    rate = args.rate * 1e6 if args.rate else None
+    jobs = plan(args.seeds, durations, full, args.select, args.non_leaks, rate)
     key = "sensitivity" + (f"-{args.section.replace(' ', '-')}" if args.section else "")
     title = "Sensitivity" + (f": {args.section}" if args.section else "")
     rec = Record(key, title, {
         "seeds": args.seeds, "durations_s": " ".join(f"{d:g}" for d in durations),
         "jobs": args.jobs, "targets": len({j.target.name for j in jobs}), "full": full,
-        "select": args.select or "all"})
+        "select": args.select or "all", **({"rate_mb_h": args.rate} if args.rate else {})})
     importable_here()
     with tempfile.TemporaryDirectory(prefix="bench-sensitivity-") as tmp:
         out = Path(args.out or tmp)

@@ -57,3 +57,19 @@ def test_byte_leaks_run_at_the_duration_s_target_rate_others_at_their_default() 
 def test_the_idle_leak_gets_idle_gaps_from_a_scenario_or_from_load_options() -> None:
     name, options = Job(BY_NAME["idle_leak"], 20.0, 0).scenario()
     assert name == IDLE_SCENARIO or options["load"] == {"pattern": "idle-gaps"}
+
+
+def test_an_asked_rate_replaces_the_byte_leaks_target_rate_and_names_the_target() -> None:
+    from bench.record import Record
+    from bench.sensitivity import report_targets
+
+    assert Job(BY_NAME["native_malloc"], 60.0, 0, asked=20e6).rate == 20e6
+    assert Job(BY_NAME["lock_leak"], 60.0, 0, asked=20e6).rate == BY_NAME["lock_leak"].default_rate
+    rows = [{"target": name, "leaks": True, "unit": "B", "duration_s": 60.0, "rate": 20e6,
+             "verdict": verdict, "culprit": "yes"}
+            for name, verdict in (("native_malloc", "leak"), ("tensor_views", "suspicious"))]
+    rec = Record("scratch", "scratch", {})
+    report_targets(rec, rows)
+    (first, *_) = rec.targets
+    assert first["target"] == "every leak kind at >= 20 MB/h caught (leak) at 60 s"
+    assert not first["met"] and first["measured"] == "1/2 kinds caught"
