@@ -1,8 +1,11 @@
 """The worker's main loop: step, count, poll the samplers, beat, report progress.
 
 Kept apart from process set-up so it can be read (and tested) on its own. The
-per-step cost is a few attribute reads and comparisons per sampler; anything
-expensive a sampler does happens only when its interval is due.
+samplers, the heartbeat and the progress line are polled at most every
+``POLL_S`` of the run's clock, not after every step: a round of polls costs
+about 4 microseconds, 0.65% of a radix-steady step when done after each one;
+the shortest interval any of them keeps is 0.1 s. Anything expensive a sampler
+does happens only when its interval is due.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 from harness.api import Workload
 from harness.control import StopRequest
 from harness.worker.samplers.base import Clock, Every, Sampler, Sink
+
+POLL_S = 0.01  # a sample is at most this late; the intervals are 0.1 s and longer
 
 
 class ScenarioFailure(Exception):
@@ -63,6 +68,7 @@ def drive(
     if warm:
         sink.event("warmup_end", 0.0, ops=0)
     ops = 0
+    next_poll = 0.0
     while True:
         now = limits.clock()
         reason = finished(limits, now, ops)
@@ -77,6 +83,9 @@ def drive(
         if not warm and now >= limits.warmup_s:
             warm = True  # warm-up samples are kept; analysis starts here
             sink.event("warmup_end", now, ops=ops)
+        if now < next_poll:
+            continue
+        next_poll = now + POLL_S
         for sampler in samplers:
             sampler.poll(now, ops)
         beat(now)
