@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -392,7 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     durations = [float(d) for d in args.durations.split(",") if d]
     rate = args.rate * 1e6 if args.rate else None
     jobs = plan(args.seeds, durations, full, args.select, args.non_leaks, rate)
-    key = "sensitivity" + (f"-{args.section.replace(' ', '-')}" if args.section else "")
+    # The key names a file: a section like "leaks at 20 MB/h" must not make a folder.
+    slug = re.sub(r"[^A-Za-z0-9,.]+", "-", args.section).strip("-")
+    key = "sensitivity" + (f"-{slug}" if slug else "")
     title = "Sensitivity" + (f": {args.section}" if args.section else "")
     rec = Record(key, title, {
         "seeds": args.seeds, "durations_s": " ".join(f"{d:g}" for d in durations),
