@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, conclude
 from harness.parent.supervisor import Ending
+from harness.parent.watchdog import still_running
 from harness.record.bootstrap import ENV, SITE_DIR
 from harness.runfiles.names import (
     CONFIG_FILE,
@@ -245,21 +248,9 @@ def unfinished_recordings(out: Path) -> list[int]:
 
 def alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return still_running(psutil.Process(pid))
+    except psutil.Error:
         return False
-    except PermissionError:
-        return True
-    return not zombie(pid)
-
-
-def zombie(pid: int) -> bool:
-    """An exited child its parent has not reaped yet: it writes nothing more."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def ends_recorded(samples: Path) -> bool:

@@ -76,7 +76,7 @@ class ProcessTree:
         self._members()  # one last look before the tree falls apart
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signal.SIGKILL)
-        alive = [p for p in self.seen.values() if _still_ours(p)]
+        alive = [p for p in self.seen.values() if still_running(p)]
         for process in alive:
             with contextlib.suppress(psutil.Error):
                 process.kill()
@@ -84,7 +84,8 @@ class ProcessTree:
         return [p.pid for p in alive]
 
 
-def _still_ours(process: psutil.Process) -> bool:
+def still_running(process: psutil.Process) -> bool:
+    """Alive and not a zombie (an exited child not reaped yet writes nothing more)."""
     # is_running() also checks the creation time, so a reused pid is not ours.
     try:
         return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)

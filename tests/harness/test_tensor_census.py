@@ -31,7 +31,7 @@ def census_of(*held: Any) -> int:
     mine = {id(t) for t in held} | {id(t._base) for t in held if t._base is not None}
     chosen = [o for o in objects if id(o) in mine]
     del objects
-    return take_census(chosen, kinds, orphan_refcount(torch, kinds)).pinned_bytes
+    return take_census(chosen, orphan_refcount(torch, kinds)).pinned_bytes
 
 
 def slice_of_fresh(elements: int, keep: int, kind: type = torch.Tensor) -> torch.Tensor:

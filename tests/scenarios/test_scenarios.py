@@ -175,7 +175,7 @@ def pinned_now() -> int:
 
     kinds = tensor_types(torch.Tensor)
     tensors = tensors_among(gc.get_objects(), kinds)
-    return take_census(tensors, kinds, orphan_refcount(torch, kinds)).pinned_bytes
+    return take_census(tensors, orphan_refcount(torch, kinds)).pinned_bytes
 
 
 @pytest.mark.integration

@@ -83,9 +83,7 @@ def tensors_among(objects: list[object], kinds: frozenset[type]) -> list[object]
     return list(itertools.compress(objects, map(kinds.__contains__, map(type, objects))))
 
 
-def group_by_storage(
-    tensors: list[object], kinds: frozenset[type]
-) -> tuple[Groups, dict[int, int]]:
+def group_by_storage(tensors: list[object]) -> tuple[Groups, dict[int, int]]:
     """``tensors`` by storage, and the ids of live views' bases.
 
     A function of its own so that no loop variable outlives it: the reference
@@ -117,19 +115,19 @@ def count_base_refs(storages: Groups, bases: dict[int, int]) -> None:
                 bases[id(tensor)] = sys.getrefcount(tensor)
 
 
-def take_census(tensors: list[object], kinds: frozenset[type], orphan_refs: int) -> Census:
+def take_census(tensors: list[object], orphan_refs: int) -> Census:
     """Storage and pinned bytes of ``tensors`` (:func:`tensors_among` the live objects).
 
     ``orphan_refs``: the reference count :func:`count_base_refs` reads on a base
     that only its views keep (:func:`orphan_refcount`); a base with more has an owner.
     """
-    storages, bases = group_by_storage(tensors, kinds)
+    storages, bases = group_by_storage(tensors)
     count_base_refs(storages, bases)
     pinned = total = count = 0
-    for nbytes, tensors in storages.values():
-        count += len(tensors)
+    for nbytes, sharing in storages.values():
+        count += len(sharing)
         total += nbytes
-        owned = [view_bytes(t) for t in tensors if bases.get(id(t), orphan_refs + 1) > orphan_refs]
+        owned = [view_bytes(t) for t in sharing if bases.get(id(t), orphan_refs + 1) > orphan_refs]
         largest = max(owned, default=nbytes)
         if nbytes >= PIN_RATIO * max(largest, 1):
             pinned += nbytes - largest
@@ -142,7 +140,7 @@ def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
     probe = torch.arange(PIN_RATIO * 4)[:1]
     base_id = id(probe._base)
     tensors = tensors_among(gc.get_objects(), kinds)
-    storages, bases = group_by_storage(tensors, kinds)
+    storages, bases = group_by_storage(tensors)
     count_base_refs(storages, bases)
     del probe
     return bases.get(base_id, 0)
@@ -179,7 +177,7 @@ class TensorsSampler(PeriodicSampler):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecated torch attributes met in the walk
             tensors = tensors_among(gc.get_objects(), self._kinds)
-            census = take_census(tensors, self._kinds, self._orphan_refs)
+            census = take_census(tensors, self._orphan_refs)
         cost = time.thread_time() - began
         self._spent_s += cost
         self._every.next_at = self._next_at(now)
