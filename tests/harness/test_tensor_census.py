@@ -14,6 +14,8 @@ from harness.worker.samplers.tensors import (
     COST_SHARE,
     PIN_RATIO,
     TensorsSampler,
+    count_base_refs,
+    group_by_storage,
     orphan_refcount,
     take_census,
     tensor_types,
@@ -58,6 +60,19 @@ def test_a_view_of_most_of_its_storage_pins_nothing() -> None:
 def test_copies_pin_nothing() -> None:
     copy = slice_of_fresh(ELEMENTS, 10).clone()
     assert census_of(copy) == 0
+
+
+def test_the_probe_reads_what_a_census_of_every_object_reads_on_an_orphaned_base() -> None:
+    """orphan_refcount looks at its probe alone; a full census must see the same count
+    on a base that only its view keeps, or every such base would read as owned."""
+    kept = slice_of_fresh(64, 1)
+    base_id = id(kept._base)
+    kinds = tensor_types(torch.Tensor)
+    tensors = tensors_among(gc.get_objects(), kinds)
+    storages, bases = group_by_storage(tensors)
+    count_base_refs(storages, bases)
+    del tensors, storages
+    assert bases[base_id] == orphan_refcount(torch, kinds)
 
 
 def test_subclasses_are_counted_too() -> None:

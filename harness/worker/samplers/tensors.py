@@ -22,7 +22,7 @@ One pass walks every object the collector tracks (``gc.get_objects()``
 and a type test, about 25 ms for 170,000 objects, however few are tensors),
 so the next reading waits until the census's CPU time so far (the dearer
 readings inside tracemalloc's windows included; the one-off probe at the
-start is not) is at most COST_SHARE of the time since it started, and at
+start, two tensors, is not) is at most COST_SHARE of the time since it started, and at
 least ``interval_s`` after the last. It starts counting once the program has
 imported torch (importing it here would cost 1.5 s and 220 MB); a run that
 never did says so at the end.
@@ -136,10 +136,14 @@ def take_census(tensors: list[object], orphan_refs: int) -> Census:
 
 def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
     """What :func:`count_base_refs` reads on a base only its view keeps: measured on a
-    probe made that way, since it depends on how PyTorch keeps such a base."""
+    probe made that way, since it depends on how PyTorch keeps such a base.
+
+    The census's own references are the same whatever else it holds, so the probe
+    and its base stand in for the walk of every object (60 ms on radix-steady:
+    a second census at start, most of the sampler's cost in a run of seconds)."""
     probe = torch.arange(PIN_RATIO * 4)[:1]
     base_id = id(probe._base)
-    tensors = tensors_among(gc.get_objects(), kinds)
+    tensors = tensors_among([probe, probe._base], kinds)
     storages, bases = group_by_storage(tensors)
     count_base_refs(storages, bases)
     del probe
@@ -202,7 +206,5 @@ class TensorsSampler(PeriodicSampler):
             return False
         self._torch = torch
         self._kinds = tensor_types(torch.Tensor)
-        # A one-off walk, like a sampler's start: counted against the share, it made
-        # the second reading wait 6 s and incident 4 take up to 15 s to confirm.
         self._orphan_refs = orphan_refcount(torch, self._kinds)
         return True
