@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness.worker.samplers.base import Every, PeriodicSampler
+from harness.worker.samplers.base import PeriodicSampler
 from harness.worker.samplers.resources import FD_DIR, fd_census, thread_census
 
 HeapReader = Callable[[], int]
@@ -47,12 +47,6 @@ SHMEM_FIELD, THREADS_FIELD = b"RssShmem:", b"Threads:"
 # of chunk sizes 32 to 1040 bytes, which requests of 24 + 16 i bytes land in.
 TCACHE_COUNT = 7
 TCACHE_SIZES = tuple(24 + 16 * i for i in range(64))
-# Shared memory, threads and descriptors come from /proc reads that cost about
-# 0.25 ms with the workload's caches cold, against 0.15 ms for the heap and the
-# block count together: read at 10 Hz they were over half of the sampler's
-# cost. Page- and count-sized series need fewer points; at 2 Hz a trend still
-# has its 8 samples 4 s after warm-up.
-RESOURCES_S = 0.5
 
 
 class MallInfo2(ctypes.Structure):
@@ -169,7 +163,6 @@ class HeapSampler(PeriodicSampler):
         self._cuda: Any = None
         self._status = False
         self._fds = False
-        self._resources = Every(RESOURCES_S)
 
     def unavailable(self) -> str | None:
         return None  # Python's block count is always there; the parts say what is missing
@@ -191,19 +184,13 @@ class HeapSampler(PeriodicSampler):
         fields: dict[str, int] = {"py_blocks": sys.getallocatedblocks()}
         if self._heap is not None:
             fields["heap"] = self._heap()
-        if self._resources.due(now) or final:
-            fields.update(self._resource_counts())
+        fields.update((self._status and read_status()) or {})
+        fds = count_fds() if self._fds else None
+        if fds is not None:
+            fields["fds"] = fds
         if self._cuda is not None:
             fields["cuda_allocated"] = int(self._cuda.memory_allocated())
             fields["cuda_reserved"] = int(self._cuda.memory_reserved())
         self.sink.sample("heap", now, ops=self.ops, **fields)
         if final:
             self.sink.event("resources", now, threads=thread_census(), fds=fd_census())
-
-    def _resource_counts(self) -> dict[str, int]:
-        """``shmem``, ``threads`` and ``fds``, those this system can read."""
-        found = dict((self._status and read_status()) or {})
-        fds = count_fds() if self._fds else None
-        if fds is not None:
-            found["fds"] = fds
-        return found
