@@ -7,7 +7,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 import torch
 
 from harness.runfiles.reader import RunDataBuilder
@@ -152,19 +151,3 @@ def test_the_census_keeps_its_cpu_time_within_its_share_of_the_run() -> None:
     for index, line in enumerate(lines[1:], start=1):
         spent = sum(earlier["cpu_s"] for earlier in lines[:index])
         assert spent <= COST_SHARE * line["t"] + 1e-3
-
-
-def test_the_first_census_comes_when_it_is_told_and_the_share_still_paces_the_rest() -> None:
-    """The worker asks for the first reading at the end of warm-up (build_samplers):
-    the wait before it is credit, so the readings after it come sooner."""
-    clock, sink = FakeClock(), Recorder()
-    sampler = TensorsSampler(interval_s=0.5, first_s=2.0)
-    sampler.start(sink, clock)  # at t = 0
-    for step in range(1, 201):
-        clock.now = step * 0.05
-        sampler.poll(clock.now, ops=step)
-    times = [line["t"] for line in sink.of("tensors")]
-    assert times[0] == pytest.approx(2.0)
-    for index, t in enumerate(times[1:], start=1):
-        spent = sum(line["cpu_s"] for line in sink.of("tensors")[:index])
-        assert spent <= COST_SHARE * t + 1e-3 and t - times[index - 1] >= 0.5 - 1e-6

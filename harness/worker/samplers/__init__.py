@@ -54,11 +54,7 @@ def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampl
     made: list[Sampler] = [
         GcEventsSampler(every.gc_flush_s),
         HeapSampler(every.heap_s),
-        # The first census at the end of warm-up, not before: a level is judged on
-        # readings after it only, and a reading in warm-up spent the share that paces
-        # the next ones (SGLang #20271's pinned host indices: 3 readings over the
-        # limit took until 9.3 s of a run; from warm-up's end, 6 s).
-        TensorsSampler(every.tensors_s, first_s=config.warmup_s),
+        TensorsSampler(every.tensors_s),
         GaugesSampler(gauges, every.gauges_s),
         ObjectsSampler(every.objects_s),
         GarbageSampler(every.garbage_s),

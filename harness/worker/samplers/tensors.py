@@ -153,11 +153,9 @@ def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
 class TensorsSampler(PeriodicSampler):
     name = "tensors"
 
-    def __init__(self, interval_s: float = 1.0, first_s: float | None = None) -> None:
-        """``first_s``: when the first reading is due (default: one interval in)."""
+    def __init__(self, interval_s: float = 1.0) -> None:
         super().__init__(interval_s)
         self._least_s = interval_s
-        self._first_s = first_s
         self._torch: Any = None
         self._kinds: frozenset[type] = frozenset()
         self._orphan_refs = 0
@@ -169,8 +167,6 @@ class TensorsSampler(PeriodicSampler):
         # The share is of the run since start: the wait for the first reading is
         # credit for it, so readings come as often as before their cost was known.
         self._began_at = now
-        if self._first_s is not None:
-            self._every.next_at = now + self._first_s
 
     def take(self, now: float, final: bool = False) -> None:
         if self._torch is None and not self._find_torch():
