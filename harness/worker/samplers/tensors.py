@@ -21,9 +21,9 @@ head (SGLang's allocators do this too), which is bounded by the pool.
 One pass walks every object the collector tracks (``gc.get_objects()``
 and a type test, about 25 ms for 170,000 objects, however few are tensors),
 so the next reading waits until the census's CPU time so far (the dearer
-readings inside tracemalloc's windows included; the one-off probe at the
-start, two tensors, is not) is at most COST_SHARE of the time since it started, and at
-least ``interval_s`` after the last. It starts counting once the program has
+readings inside tracemalloc's windows included; the one-off probe of two
+tensors at the start is not) is at most COST_SHARE of the time since it
+started, and at least ``interval_s`` after the last. It starts counting once the program has
 imported torch (importing it here would cost 1.5 s and 220 MB); a run that
 never did says so at the end.
 """
@@ -139,8 +139,8 @@ def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
     probe made that way, since it depends on how PyTorch keeps such a base.
 
     The census's own references are the same whatever else it holds, so the probe
-    and its base stand in for the walk of every object (60 ms on radix-steady:
-    a second census at start, most of the sampler's cost in a run of seconds)."""
+    and its base stand in for the walk of every object (a second census at start,
+    about 60 ms on radix-steady)."""
     probe = torch.arange(PIN_RATIO * 4)[:1]
     base_id = id(probe._base)
     tensors = tensors_among([probe, probe._base], kinds)
