@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.worker.samplers import heap
 from harness.worker.samplers.allocations import short
 from harness.worker.samplers.heap import (
     TCACHE_COUNT,
@@ -213,3 +214,22 @@ def test_a_filled_thread_cache_holds_its_chunks_once_and_no_more() -> None:
     cache_bytes = TCACHE_COUNT * sum(size + 8 for size in TCACHE_SIZES)
     assert 0.8 * cache_bytes <= filled - first <= 1.2 * cache_bytes
     assert abs(again - filled) < 0.1 * cache_bytes
+
+
+@glibc_only
+def test_loading_glibc_starts_no_process_a_forked_child_could_hold_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # find_library ran ldconfig and read its pipes to the end; a child forked meanwhile
+    # kept them open, and the recorder's polling thread waited for that child to exit.
+    import subprocess
+
+    def no_process(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"started a process: {args[:1]}")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    heap._glibc.cache_clear()
+    malloc, why = heap.glibc_function("malloc")
+    assert malloc is not None and why is None
+    fill_thread_cache()
+    assert load_heap_reader()[0] is not None

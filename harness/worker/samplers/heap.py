@@ -30,7 +30,7 @@ No single one sees everything, so RSS stays a judged signal beside them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import platform
 import sys
@@ -42,6 +42,7 @@ from harness.worker.samplers.resources import FD_DIR, fd_census, thread_census
 
 HeapReader = Callable[[], int]
 STATUS_FILE = "/proc/self/status"
+GLIBC_SONAME = "libc.so.6"  # every glibc port this runs on (x86-64, aarch64, ppc64le, s390x)
 SHMEM_FIELD, THREADS_FIELD = b"RssShmem:", b"Threads:"
 # glibc's per-thread cache: TCACHE_COUNT chunks per bin (its default), 64 bins
 # of chunk sizes 32 to 1040 bytes, which requests of 24 + 16 i bytes land in.
@@ -58,12 +59,25 @@ class MallInfo2(ctypes.Structure):
     )]
 
 
+@functools.cache
+def _glibc() -> ctypes.CDLL:
+    return ctypes.CDLL(GLIBC_SONAME)
+
+
 def glibc_function(symbol: str) -> tuple[Any, str | None]:
-    """``symbol`` from glibc, or None and why not (another libc, an older glibc)."""
+    """``symbol`` from glibc, or None and why not (another libc, an older glibc).
+
+    By its soname, never through ``ctypes.util.find_library``: that runs
+    ``ldconfig -p`` in a subprocess and reads its pipes to the end, and a child
+    the program forks meanwhile (multiprocessing's fork does not exec) keeps
+    their write ends open. The recorder's polling thread, loading glibc as a
+    recorded program forked its worker, blocked until the worker exited (seen:
+    no sample between 0.01 s and 42 s, a verdict of ``error``).
+    """
     if platform.libc_ver()[0] != "glibc":
         return None, f"{symbol} needs glibc; this process does not use it"
     try:
-        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), symbol), None
+        return _glibc()[symbol], None  # a new function object: callers set its types
     except (OSError, AttributeError) as exc:
         return None, f"glibc's {symbol} could not be loaded: {exc}"
 
