@@ -100,12 +100,15 @@ class Sawtooth(ZooCache):
 
 
 class FillingCache(ZooCache):
-    """The fixed cache with a pool big enough that the tree grows for minutes.
+    """The fixed cache with a pool big enough that the tree grows for a minute.
 
     Nothing is evicted until the pool is full, so nodes, keys and index
     tensors accumulate at the traffic's pace, then stop: growth bounded by
     capacity, which a short run cannot tell from a leak without knowing the
-    bound. The ledger counts the bytes of the cached tokens' KV indices
+    bound. Measured on radix-steady (2 runs at once on 2 cores): the pool is
+    full of tokens at about 26 s, and eviction then splits the tree into more,
+    shorter nodes until about 85 s (91,700 to 93,200), its C heap growing
+    7 MB with them. The ledger counts the bytes of the cached tokens' KV indices
     (8 per token; the nodes and keys around them are not counted).
     """
 

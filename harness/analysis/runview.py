@@ -24,7 +24,13 @@ from harness.analysis.calibration import (
     Calibration,
     load_calibration,
 )
-from harness.analysis.filling import FILL_GAUGE, still_filling
+from harness.analysis.filling import (
+    FILL_GAUGE,
+    NODE_GAUGE,
+    still_filling,
+    tree_share,
+    unexplained,
+)
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import Level, level
@@ -173,6 +179,8 @@ class RunView:
         label = f"{name} {BASIS_WORDS[trend.basis]}"
         allowed = self.allowance(name, slope.span_s)
         judged = judge_rate(label, slope.per_h, slope.ci, budget, allowed)
+        if judged.status == "leak" and name in CALIBRATED:
+            judged = self._unless_tree_grows(name, trend, budget, allowed, judged)
         if judged.status in ("leak", "suspicious") and name in CALIBRATED:
             judged = self._unless_filling(judged, end_s)
         if judged.status == "leak" and trend.basis == "floor":
@@ -187,6 +195,29 @@ class RunView:
         if note is None:
             return judged
         reason = f"{judged.reason.rstrip('.')}, but {note}."
+        return Judgement("suspicious", f"{judged.rule}{FILLING_RULE}", reason)
+
+    def _unless_tree_grows(self, name: str, trend: Trend, budget: Budget,
+                           allowed: Allowance | None, judged: Judgement) -> Judgement:
+        """A leak only while the tree's own growth in nodes is counted is ``suspicious``."""
+        slope = trend.judged
+        nodes = self.run.gauges.get(NODE_GAUGE)
+        first_s = float(nodes.t[0]) if nodes is not None and len(nodes) else 0.0
+        share = tree_share(self.series[name], nodes, first_s,
+                           (trend.end_s - slope.span_s, trend.end_s))
+        if share is None:
+            return judged
+        estimate, ci = unexplained(slope, share)
+        if judge_rate(name, estimate, ci, budget, allowed).status == "leak":
+            return judged
+        shift = allowed.per_h if allowed is not None else 0.0
+        unit = self.series[name].unit + "/h"
+        left = (f"{format_rate(estimate - shift, unit)} (95% CI {format_rate(ci[0] - shift, unit)}"
+                f" to {format_rate(ci[1] - shift, unit)})")
+        reason = (f"{judged.reason.rstrip('.')}, but {share.sentence()}; less that too, {left} "
+                  f"remains, which does not confirm growth above {budget.text!r}. Growth bounded "
+                  f"by the cache's capacity cannot be told from a leak until the tree stops "
+                  f"growing: run until {NODE_GAUGE} levels off.")
         return Judgement("suspicious", f"{judged.rule}{FILLING_RULE}", reason)
 
     def allowance(self, name: str, span_s: float) -> Allowance | None:

@@ -195,6 +195,38 @@ def test_growth_after_the_cache_is_full_is_a_leak() -> None:
     assert analysis.verdict == "leak", analysis.reasons
 
 
+def tree_run(nodes_after_fill_per_s: float, leak_per_h: float, seed: int = 3
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """60 s: a tree fills to 20,000 nodes in 20 s, then gains ``nodes_after_fill_per_s``;
+    each node costs 2 KB of RSS, and ``leak_per_h`` comes on top."""
+    rng = np.random.default_rng(seed)
+    t = times(60.0, 5.0)
+    nodes = 1000.0 * np.minimum(t, 20.0) + nodes_after_fill_per_s * np.maximum(t - 20.0, 0.0)
+    nodes += np.round(rng.normal(0.0, 20.0, t.size))  # a full tree wanders around its size
+    rss = 1e9 + 2000.0 * nodes + linear(t, leak_per_h, 0.0) + rng.normal(0, 20e3, t.size)
+    return t, rss, nodes
+
+
+def test_growth_the_trees_own_growth_accounts_for_is_suspicious_and_says_why() -> None:
+    # Full of tokens, the zoo's filling cache still split into more nodes for a minute:
+    # its heap grew with them, +280 MB/h on the last third of a 60 s run.
+    t, rss, nodes = tree_run(nodes_after_fill_per_s=500.0, leak_per_h=0.0)
+    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}), ["rss: 50 MB/h"])
+    assert analysis.verdict == "suspicious", analysis.reasons
+    assert "but the cache's tree still grows: tree_nodes rose" in analysis.reasons[0]
+    assert "run until tree_nodes levels off" in analysis.reasons[0]
+    judged_alone = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    assert judged_alone.verdict == "leak"  # the same growth, with no tree to account for it
+
+
+@pytest.mark.parametrize(("nodes_per_s", "leak_per_h"), [(0.0, 4000 * MB), (500.0, 20000 * MB)])
+def test_a_leak_beyond_what_the_tree_accounts_for_stays_a_leak(nodes_per_s: float,
+                                                                leak_per_h: float) -> None:
+    t, rss, nodes = tree_run(nodes_after_fill_per_s=nodes_per_s, leak_per_h=leak_per_h)
+    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}), ["rss: 50 MB/h"])
+    assert analysis.verdict == "leak", analysis.reasons
+
+
 @pytest.mark.parametrize(("seconds", "verdict"), [(18.0, "suspicious"), (60.0, "leak")])
 def test_a_floor_under_few_drops_cannot_confirm_a_leak(seconds: float, verdict: str) -> None:
     """Three or four drop bottoms lie on a line as easily under a fill as under a leak."""
