@@ -70,7 +70,8 @@ class RunView:
     """One run, its series by name and measured window; judges budgets on prefixes."""
 
     def __init__(
-        self, run: RunData, warmup_s: float | None, calibration: Calibration | None = None
+        self, run: RunData, warmup_s: float | None, calibration: Calibration | None = None,
+        until_s: float | None = None,
     ) -> None:
         self.run = run
         self.warmup_s = warmup_s
@@ -99,6 +100,8 @@ class RunView:
         }
         self.ops = _ops_series(run)
         self.end_s = workload_end(run, self.ops)
+        if until_s is not None:  # an early stop's decision: judged on what it saw
+            self.end_s = min(self.end_s, until_s)
         self.start_s = warmup_s if warmup_s is not None else _first_time(run)
         self._trends: dict[tuple[str, float], Trend | None] = {}
         self._garbage = _garbage_until(run, self.end_s)  # read records once
@@ -349,6 +352,11 @@ def _ops_series(run: RunData) -> Series:
     t = np.asarray([p[0] for p in points], dtype=np.float64)
     v = np.maximum.accumulate(np.asarray([p[1] for p in points], dtype=np.float64)) if points else t
     return Series(t, v, "ops")
+
+
+def data_end(run: RunData) -> float:
+    """Where the analysis of ``run`` as it stands would end (see :func:`workload_end`)."""
+    return workload_end(run, _ops_series(run))
 
 
 def workload_end(run: RunData, ops: Series) -> float:

@@ -76,6 +76,7 @@ def summarize(
     outcome_reason: str | None = None,
     calibration: Calibration | None = None,
     skippable: Collection[str] = (),
+    until_s: float | None = None,
 ) -> Analysis:
     """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
 
@@ -91,9 +92,12 @@ def summarize(
     against (default: the shipped one, :mod:`harness.analysis.calibration`).
     ``skippable``: budgets (texts) skipped with a stated reason when the run has
     no such metric (the scenario's gauge budgets on a user's cache).
+    ``until_s``: end the window here at the latest (an early stop judges the
+    samples that made its decision, not the ones that came while it stopped).
     Raises ``ValueError`` for malformed or unknown budgets.
     """
-    view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s, calibration)
+    view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s, calibration,
+                   until_s)
     parsed = [parse_budget(text) for text in budgets]
     skipped = [b for b in parsed if b.text in skippable and b.metric not in view.known()]
     parsed = [b for b in parsed if b not in skipped]

@@ -218,7 +218,7 @@ def analyse(
         return summarize(
             data, config.budgets, config.warmup_s,
             outcome=process, outcome_reason=ending.reasons[0] if process else None,
-            skippable=config.skippable_budgets,
+            skippable=config.skippable_budgets, until_s=ending.judged_until_s,
         )
     except Exception as exc:  # verdict "error" with the sentence beats a traceback
         reasons.append(f"the analysis failed: {exc}")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from threading import Event
 
+from harness.analysis.runview import data_end
 from harness.config import RunConfig
 from harness.control import request_stop
 from harness.errors import UsageError
@@ -58,6 +59,9 @@ class Ending:
     reasons: list[str]
     exit_code: int | None
     wall_s: float
+    # An early stop: the end of the samples that made it (the worker's clock). The run
+    # is judged on those, as the stop decided; what came while it stopped is kept.
+    judged_until_s: float | None = None
 
 
 class Supervisor:
@@ -82,6 +86,7 @@ class Supervisor:
         self.notes: list[str] = []  # what went wrong on our side, said in the summary
         self.stop_reason: str | None = None
         self.stop_since = 0.0
+        self.decided_through_s: float | None = None  # the samples the early stop saw
         self._next_follow = 0.0
         self._next_predicate = STOP_WHEN_S
 
@@ -159,6 +164,7 @@ class Supervisor:
             self._note("the early-stop check", exc)
             return
         if certain:
+            self.decided_through_s = data_end(data)
             self._request_stop("early stop")
 
     def _note(self, what: str, exc: Exception) -> None:
@@ -193,7 +199,8 @@ class Supervisor:
     def _exited(self, code: int) -> Ending:
         wall = self.watchdog.elapsed()
         if code == 0:
-            return Ending(*self._clean_end(), code, wall)
+            until = self.decided_through_s if self.stop_reason == "early stop" else None
+            return Ending(*self._clean_end(), code, wall, until)
         if code == 2:
             return Ending(REFUSED, [self._refusal()], code, wall)
         if code == 3:
@@ -214,7 +221,10 @@ class Supervisor:
             return "interrupted", [f"interrupted (Ctrl-C or SIGTERM) {at}; the samples so far "
                                    "were analysed."]
         if self.stop_reason == "early stop":
-            return "stopped", [f"stopped early {at}: the early-stop condition held."]
+            through = self.decided_through_s
+            seen = f" on the samples up to {through:.1f} s, which the verdict is judged on" \
+                if through is not None else ""
+            return "stopped", [f"stopped early {at}: the early-stop condition held{seen}."]
         return "finished", []
 
     def _refusal(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
+from harness.analysis.runview import data_end
 from harness.config import RunConfig, SamplerIntervals
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
@@ -117,7 +118,7 @@ def test_stop_when_ends_the_run_early_and_cleanly(no_leftovers: Path) -> None:
     seen: list[float] = []
 
     def enough(data: RunData) -> bool:
-        seen.append(data.rss.t[-1] if len(data.rss) else 0.0)
+        seen.append(data_end(data))
         return len(data.rss) > 0 and data.rss.t[-1] > 1.0
 
     config = RunConfig(scenario=spec("HEALTHY"), rundir=str(no_leftovers), duration_s=30.0,
@@ -129,6 +130,11 @@ def test_stop_when_ends_the_run_early_and_cleanly(no_leftovers: Path) -> None:
     assert 1.0 < outcome.summary.duration_s < 5.0 and seen
     assert outcome.verdict in ("pass", "suspicious")  # a healthy fixture, cut short
     assert any("stopped early" in reason for reason in outcome.reasons)
+    # Judged on the samples the decision saw, not on those that came while it stopped.
+    loop_end = data.event("loop_end")
+    assert outcome.analysis is not None and outcome.analysis.window_s is not None
+    assert outcome.analysis.window_s[1] == seen[-1] < float(loop_end["t"])
+    assert any(f"on the samples up to {seen[-1]:.1f} s" in r for r in outcome.reasons)
 
 
 def test_a_failing_stop_when_is_switched_off_and_noted(no_leftovers: Path) -> None:
