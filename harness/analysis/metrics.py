@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.analysis.basis import BASIS_SUFFIX
-from harness.analysis.shapes import SUSTAIN, Level
+from harness.analysis.shapes import Level
 from harness.analysis.slope import Slope
 from harness.analysis.trend import Trend
 from harness.analysis.units import format_rate
@@ -80,9 +80,9 @@ def trend_metrics(prefix: str, trend: Trend, unit: str) -> dict[str, Metric]:
 
 def level_metric(prefix: str, held: Level, unit: str) -> dict[str, Metric]:
     note = (
-        f"held {format_rate(held.sustained, unit)} for {SUSTAIN}+ samples"
+        f"held {format_rate(held.sustained, unit)} for {held.held_for}+ samples"
         if math.isfinite(held.sustained)
-        else f"fewer than {SUSTAIN} samples"
+        else f"fewer than {held.held_for} samples"
     )
     return {f"{prefix}_max": Metric(held.peak, unit, note=note)}
 

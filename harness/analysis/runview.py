@@ -33,7 +33,7 @@ from harness.analysis.filling import (
 )
 from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
-from harness.analysis.shapes import Level, level
+from harness.analysis.shapes import CENSUS_SUSTAIN, SUSTAIN, Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.units import format_duration, format_rate
 from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
@@ -147,7 +147,8 @@ class RunView:
     def level(self, name: str, end_s: float) -> Level | None:
         s = self.series[name]
         keep = (s.t >= self.start_s) & (s.t <= end_s) & np.isfinite(s.v)
-        return level(s.v[keep]) if np.any(keep) else None
+        sustain = CENSUS_SUSTAIN if name in CENSUS_SERIES else SUSTAIN
+        return level(s.v[keep], sustain) if np.any(keep) else None
 
     def garbage(self, end_s: float) -> gb.Rate | None:
         if self._garbage is None:

@@ -51,13 +51,18 @@ class Step:
 
 @dataclass(frozen=True)
 class Level:
-    """Highest value (``peak``) and highest value held for ``SUSTAIN`` samples."""
+    """Highest value (``peak``) and highest value held for ``held_for`` samples."""
 
     peak: float
     sustained: float
+    held_for: int = 3
 
 
 SUSTAIN = 3  # a level budget breaks only if the value stays over it this many samples
+# A census reads what the program holds seconds apart (its cost paces it; a
+# worker takes it between operations): two readings span longer than SUSTAIN
+# gauge samples (0.5 s apart) do, and a third came 9 to 11 s into a run.
+CENSUS_SUSTAIN = 2
 
 
 def warmup_end(t: FloatArray, v: FloatArray) -> float:
@@ -169,20 +174,20 @@ def _best_split(vb: FloatArray, lo: int, hi: int) -> tuple[int, float]:
     return int(splits[best]), float(sse[best])
 
 
-def level(v: FloatArray) -> Level:
-    """Peak and sustained peak (max over windows of ``SUSTAIN`` samples of their min).
+def level(v: FloatArray, sustain: int = SUSTAIN) -> Level:
+    """Peak and sustained peak (max over windows of ``sustain`` samples of their min).
 
     A single spike is what a sampler sees when it reads mid-operation; a level
     budget is about where the gauge settles, so it is judged on the sustained one.
-    With fewer than ``SUSTAIN`` samples nothing was held that long: the sustained
+    With fewer than ``sustain`` samples nothing was held that long: the sustained
     value is NaN (a run stopped early, or the first prefixes time to detect tries,
     must not read two samples as "held for 3").
     """
     if v.size == 0:
-        return Level(float("nan"), float("nan"))
-    if v.size < SUSTAIN:
-        return Level(float(v.max()), float("nan"))
-    held = v[: v.size - SUSTAIN + 1].copy()
-    for shift in range(1, SUSTAIN):
-        np.minimum(held, v[shift : v.size - SUSTAIN + 1 + shift], out=held)
-    return Level(float(v.max()), float(held.max()))
+        return Level(float("nan"), float("nan"), sustain)
+    if v.size < sustain:
+        return Level(float(v.max()), float("nan"), sustain)
+    held = v[: v.size - sustain + 1].copy()
+    for shift in range(1, sustain):
+        np.minimum(held, v[shift : v.size - sustain + 1 + shift], out=held)
+    return Level(float(v.max()), float(held.max()), sustain)

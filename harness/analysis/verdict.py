@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.budgets import Budget
-from harness.analysis.shapes import SUSTAIN, Level
+from harness.analysis.shapes import Level
 from harness.analysis.units import format_duration, format_rate
 from harness.verdicts import ENDING_VERDICTS
 
@@ -119,18 +119,19 @@ def judge_level(label: str, held: Level, budget: Budget) -> Judgement:
     if held.sustained > budget.limit:
         sustained = format_rate(held.sustained, budget.unit)
         # Rule sustained-level. False positives: a legitimate burst longer than
-        # SUSTAIN samples (a peer stalled for a second); give the limit headroom.
+        # SUSTAIN samples (a peer stalled for a second), or than a census's
+        # CENSUS_SUSTAIN readings; give the limit headroom.
         return Judgement(
             "leak", "sustained-level",
-            f"{label} held {sustained} for {SUSTAIN}+ samples, over {budget.text!r}.",
+            f"{label} held {sustained} for {held.held_for}+ samples, over {budget.text!r}.",
         )
     if held.peak > budget.limit and math.isnan(held.sustained):
-        # Rule too-few-samples. Fewer than SUSTAIN samples so far: over the
+        # Rule too-few-samples. Fewer than held_for samples so far: over the
         # limit, but whether it stays there is not known yet.
         return Judgement(
             "suspicious", "too-few-samples",
             f"{label} peaked at {peak} over {budget.text!r}; too few samples yet "
-            f"(under {SUSTAIN}) to tell whether it stays there.",
+            f"(under {held.held_for}) to tell whether it stays there.",
         )
     if held.peak > budget.limit:
         # Rule spike-level. A single sample over the limit is what a sampler

@@ -84,3 +84,19 @@ def test_a_census_taken_during_an_allocation_window_still_counts() -> None:
                     "window": 1, "complete": True, "traced_bytes": 1000}]
     summary = summarize(run, ["tensor_pinned: <= 1 MB"])
     assert summary.verdict == "leak"
+    # From the second reading on: a census holds a level for 2 readings, not 3.
+    assert summary.time_to_detect_s is not None and 4.5 <= summary.time_to_detect_s < 6.0
+
+
+def test_two_census_readings_hold_a_level_where_a_gauge_needs_three() -> None:
+    """Census readings come seconds apart (their cost paces them): two over the limit
+    span longer than three gauge samples do; the third came 9 to 11 s into a run."""
+    t = times(10.0, 10.0)
+    readings = np.array([3.0, 6.0])
+    census = run_data((t, np.full(t.size, 1e9)), warmup_end_s=2.0, loop_end_s=10.0)
+    census.memory["tensor_pinned"] = Series(readings, np.full(2, 4e6), "B")
+    held = summarize(census, ["tensor_pinned: <= 1 MB"])
+    assert held.verdict == "leak" and "held 4 MB for 2+ samples" in held.reasons[0]
+    gauge = run_data((t, np.full(t.size, 1e9)), gauges={"pinned": (readings, np.full(2, 4e6))},
+                     warmup_end_s=2.0, loop_end_s=10.0)
+    assert summarize(gauge, ["pinned: <= 1 MB"]).verdict == "suspicious"
