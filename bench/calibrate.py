@@ -11,6 +11,7 @@ for how the analysis uses it.
     python bench/calibrate.py [--durations 20s,60s] [--seeds 3] [--jobs 2] [-k radix]
     python bench/calibrate.py --durations 10m --seeds 2 -k radix-steady --out long.json
     python bench/calibrate.py --add long.json   # beside the 20 s and 60 s points
+    python bench/calibrate.py --durations 60s --seeds 8 --signals heap -k radix-steady --replace
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis.calibration import ANY_SCENARIO, CALIBRATION_FILE, FORMAT
+from harness.analysis.calibration import ANY_SCENARIO, CALIBRATION_FILE, COMPARABLE, FORMAT
 from harness.analysis.runview import RunView
 from harness.analysis.units import parse_duration
 from harness.configure import scenario_config
@@ -120,6 +121,29 @@ def added(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             "signals": signals}
 
 
+def replaced(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the points of ``new``'s signals and scenarios over windows like
+    ``new``'s replaced by them (the other lengths kept); ``*`` pooled again."""
+    signals = {signal: {who: list(points) for who, points in by_scenario.items()}
+               for signal, by_scenario in old["signals"].items()}
+    names: set[str] = set()
+    for signal, by_scenario in new["signals"].items():
+        for who, points in by_scenario.items():
+            if who == ANY_SCENARIO or not points:
+                continue
+            names.add(who)
+            low = COMPARABLE * min(w for w, _ in points)
+            high = max(w for w, _ in points) / COMPARABLE
+            mine = signals.setdefault(signal, {}).setdefault(who, [])
+            mine[:] = sorted([*(p for p in mine if not low <= p[0] <= high), *points])
+    for by_scenario in signals.values():
+        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items()
+                                           if who != ANY_SCENARIO for p in pts)
+    what = f"{', '.join(new['signals'])} of {', '.join(sorted(names))}"
+    return {**old, "measured": f"{old.get('measured')}; {what} replaced: {new['measured']}",
+            "how": f"{old.get('how')}; {what} replaced: {new['how']}", "signals": signals}
+
+
 def dump(document: dict[str, Any]) -> str:
     """JSON with one line per signal and scenario, so a diff shows what moved."""
     head = {k: v for k, v in document.items() if k != "signals"}
@@ -143,10 +167,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--merge", action="store_true",
                         help="keep the other scenarios' points from --out; re-measure only -k's")
+    parser.add_argument("--signals", default=",".join(SIGNALS),
+                        help=f"the signals to write (of {', '.join(SIGNALS)})")
+    parser.add_argument("--replace", action="store_true",
+                        help="keep --out's points but those of the measured scenarios and "
+                             "signals over windows like the new ones, which the new replace")
     parser.add_argument("--add", type=Path, default=None, metavar="FILE",
                         help="measure nothing: add FILE's points (a calibration written with "
                              "--out, e.g. of longer durations) to --out's and write it")
     args = parser.parse_args(argv)
+    signals = [name for name in args.signals.split(",") if name]
+    if not signals or any(name not in SIGNALS for name in signals):
+        parser.error(f"--signals takes names among {', '.join(SIGNALS)}; got {args.signals!r}")
     if args.add is not None:
         both = added(json.loads(args.out.read_text(encoding="utf-8")),
                      json.loads(args.add.read_text(encoding="utf-8")))
@@ -158,15 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(one_run, n, d, s, Path(tmp)) for n, d, s in jobs]
-        points = [p for f in futures for p in f.result()]
+        points = [p for f in futures for p in f.result() if p[0] in signals]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     how = (f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
-           f"--jobs {args.jobs}; one point per fixed run: its judged window and "
+           f"--jobs {args.jobs} --signals {','.join(signals)}; one point per fixed run: "
+           f"its judged window and "
            f"{MARGIN} x its judged growth over it")
     document: dict[str, Any] = {"format": FORMAT, "measured": now, "how": how,
                                 "signals": calibration(points)}
     if args.merge:
         document = merged(json.loads(args.out.read_text(encoding="utf-8")), document, names)
+    elif args.replace:
+        document = replaced(json.loads(args.out.read_text(encoding="utf-8")), document)
     args.out.write_text(dump(document), encoding="utf-8")
     print(f"calibration written to {args.out}")
     return 0
