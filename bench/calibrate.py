@@ -2,8 +2,9 @@
 
 Every scenario runs with the fixed code for each duration and seed, exactly as
 a user's run would (its own workload, budgets, warm-up). For each signal (RSS,
-USS, C heap, Python blocks) the growth the analysis would judge, the judged
-slope times its window, is kept as one point per run (times a margin);
+USS, C heap, Python blocks) the growth the run's own interval would have
+confirmed, the judged slope's lower 95% bound times its window (0 if the bound
+is not above zero), is kept as one point per run (times a margin);
 ``"*"`` pools every scenario's points. The result replaces
 ``harness/analysis/calibration.json``; see :mod:`harness.analysis.calibration`
 for how the analysis uses it.
@@ -45,7 +46,13 @@ Point = tuple[str, str, float, float]  # signal, scenario, window_s, amount
 
 
 def healthy_growth(rundir: Path, scenario: str) -> Iterator[Point]:
-    """The judged growth of each signal in one fixed run, as (window, amount)."""
+    """The growth each signal's interval confirms in one fixed run, as (window, amount).
+
+    The lower bound, not the slope: a run's verdict subtracts the allowance from
+    its own interval, which already holds this run's noise; an allowance of the
+    whole slope would count that noise twice (the heap at 60 s: a healthy slope
+    of 1.35 MB/h whose interval alone spans +-0.5 MB/h).
+    """
     data = load_samples(rundir / SAMPLES_FILE)
     view = RunView(data, data.warmup_end_s)
     for signal in SIGNALS:
@@ -55,7 +62,7 @@ def healthy_growth(rundir: Path, scenario: str) -> Iterator[Point]:
         if trend is None:
             continue
         slope = trend.judged
-        yield signal, scenario, slope.span_s, max(slope.per_h, 0.0) * slope.span_s / 3600.0
+        yield signal, scenario, slope.span_s, max(slope.ci[0], 0.0) * slope.span_s / 3600.0
 
 
 def one_run(name: str, duration: str, seed: int, out: Path) -> list[Point]:
@@ -195,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     how = (f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
            f"--jobs {args.jobs} --signals {','.join(signals)}; one point per fixed run: "
            f"its judged window and "
-           f"{MARGIN} x its judged growth over it")
+           f"{MARGIN} x the growth its lower 95% bound confirms over it")
     document: dict[str, Any] = {"format": FORMAT, "measured": now, "how": how,
                                 "signals": calibration(points)}
     if args.merge:

@@ -5,7 +5,7 @@ default) runs once per duration through the harness's own path (a real worker,
 the default samplers, the scenario's budgets), with a seed the calibration did
 not use. Per run and signal: the resolution the run states (the metric
 ``<signal>_resolution``: half the judged slope's interval plus the calibrated
-healthy growth over the same window), its two parts, and the judged slope.
+healthy allowance over the same window), its two parts, and the judged slope.
 
 Targets (issue 12): the heap signal's resolution on the fixed caches at most
 2 MB/h at 60 s and at most 0.5 MB/h at 10 minutes.
@@ -90,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(one_run, n, d, args.seed, Path(tmp)) for n, d in jobs]
         results = [f.result() for f in futures]
     rec.say(f"Fixed caches, seed {args.seed}, {args.jobs} runs at once. Resolution = half the "
-            "judged slope's 95% interval (noise) + the calibrated healthy growth over the "
-            "same window (harness/analysis/calibration.json), as each run states it.")
+            "judged slope's 95% interval (noise) + the calibrated healthy allowance over the "
+            "same window (harness/analysis/calibration.json: 1.5 x the most a fixed run's "
+            "lower 95% bound confirmed), as each run states it.")
     rec.table(["scenario", "length", "verdict", *SIGNALS],
               [[r["scenario"], f"{r['duration_s']:g} s", r["verdict"],
                 *(cell(r, s) for s in SIGNALS)] for r in results])
@@ -104,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         rec.target(f"heap resolution on the fixed caches at most {format_rate(limit, 'B/h')} "
                    f"at {duration:g} s", worst <= limit,
                    f"worst {format_rate(worst, 'B/h')} over {len(heap)} scenarios",
-                   why="the healthy allowance: the largest growth a fixed run of that length "
-                       "showed (calibration.json), times the 1.5 margin")
+                   why="the healthy allowance: the most growth a fixed run's interval of that "
+                       "length confirmed (calibration.json), times the 1.5 margin")
     rec.publish()
     return 0
 

@@ -10,9 +10,14 @@ the growth the fixed cache shows over a window of the same length.
 ``calibration.json`` beside this module holds that growth, written by
 ``bench/calibrate.py`` from runs of the fixed scenarios (``make calibrate``):
 per signal and scenario, points ``[window_s, amount]``, one per run: how much
-the judged slope of a fixed run grew (series unit, with a margin) over its
-judged window of ``window_s`` seconds. ``"*"`` pools every scenario's points,
-for scenarios without points of their own.
+growth the judged slope's lower 95% bound of a fixed run confirmed (series
+unit, with a margin; 0 when the bound was not above zero) over its judged
+window of ``window_s`` seconds. The bound, not the slope, because a verdict
+subtracts the amount from its run's own interval, which already holds the
+run's noise. Points measured before 2026-12-02 23:00 UTC hold the whole judged
+growth (a larger amount: the bound is below the slope) until they are
+measured again; the file's ``how`` says which. ``"*"`` pools every scenario's
+points, for scenarios without points of their own.
 """
 
 from __future__ import annotations

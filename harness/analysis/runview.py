@@ -236,7 +236,9 @@ class RunView:
         """The smallest growth per hour this run can confirm in ``name``.
 
         Half the judged slope's interval (the noise of this run at this length)
-        plus the calibrated healthy growth over the same window; never less than
+        plus the growth a healthy run's interval confirmed over the same window
+        (the calibration): a rate that much above zero has its lower bound clear
+        the allowance, which a verdict asks of growth; never less than
         the series' smallest step (a page of shared memory) over the window.
         """
         trend = self.trend(name, self.end_s) if name in self.series else None

@@ -36,11 +36,12 @@ class Judgement:
 
 @dataclass(frozen=True)
 class Allowance:
-    """Growth a healthy run of this scenario shows over this window, not a leak.
+    """Growth a healthy run of this scenario confirms over this window, not a leak.
 
     From :mod:`harness.analysis.calibration`: RSS and block counts of a fixed
     cache climb for minutes while the tree and the traffic fill. A rate is
-    judged on its excess over ``per_h``; ``source`` names whose growth it is.
+    judged on its excess over ``per_h``: the interval's lower bound must clear
+    what a healthy run's lower bound reached; ``source`` names whose growth it is.
     """
 
     amount: float  # series unit, over the window
@@ -93,7 +94,7 @@ def _after_allowance(allowance: Allowance | None, unit: str) -> str:
     if allowance is None or allowance.amount <= 0:
         return ""
     return (
-        f" less the {format_rate(allowance.per_h, unit)} {allowance.source} grows by itself "
+        f" less the {format_rate(allowance.per_h, unit)} {allowance.source} shows by itself "
         f"({format_rate(allowance.amount, unit.split('/')[0])} over "
         f"{format_duration(allowance.span_s)})"
     )

@@ -85,7 +85,7 @@ class TestJudgedOnTheExcess:
     def test_growth_a_healthy_run_shows_passes_and_the_reason_says_how_much(self) -> None:
         judged = judge_rate("rss", 95 * MB, (78 * MB, 147 * MB), self.budget, self.healthy)
         assert judged.status == "pass"
-        assert "less the 200 MB/h the fixed radix-steady grows by itself (1 MB over 18s)" in (
+        assert "less the 200 MB/h the fixed radix-steady shows by itself (1 MB over 18s)" in (
             judged.reason)
 
     def test_an_interval_above_budget_plus_allowance_is_a_leak(self) -> None:
