@@ -5,14 +5,20 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from harness.runfiles.reader import RunDataBuilder
+from harness.worker.samplers import tensors as census_module
 from harness.worker.samplers.tensors import (
     COST_SHARE,
     PIN_RATIO,
+    QUIET_BYTES,
+    QUIET_READINGS,
+    QUIET_SHARE,
+    Census,
     TensorsSampler,
     count_base_refs,
     group_by_storage,
@@ -151,3 +157,38 @@ def test_the_census_keeps_its_cpu_time_within_its_share_of_the_run() -> None:
     for index, line in enumerate(lines[1:], start=1):
         spent = sum(earlier["cpu_s"] for earlier in lines[:index])
         assert spent <= COST_SHARE * line["t"] + 1e-3
+
+
+def test_quiet_readings_slow_the_census_down_and_a_pinned_one_speeds_it_up(
+    monkeypatch: Any,
+) -> None:
+    """After QUIET_READINGS readings under QUIET_BYTES, a reading waits until its
+    cost is QUIET_SHARE of the wait; one that finds more brings the next within a
+    second, so a level that appears late is held over two readings soon after."""
+    walk_s = 0.02  # what every reading costs, by the census's own clock
+    cpu = iter(i * walk_s for i in range(10_000))  # each reading: its start and its end
+    monkeypatch.setattr(census_module, "time", SimpleNamespace(thread_time=lambda: next(cpu)))
+    pinned = [0, 0, 0, 0, 0, 4 * QUIET_BYTES, 4 * QUIET_BYTES]  # then none
+    readings = iter(range(10_000))
+
+    def census(tensors: list[object], orphan_refs: int) -> Census:
+        index = next(readings)
+        return Census(len(tensors), 0, pinned[index] if index < len(pinned) else 0)
+
+    monkeypatch.setattr(census_module, "take_census", census)
+    clock, sink = FakeClock(), Recorder()
+    sampler = TensorsSampler(interval_s=1.0)
+    sampler.start(sink, clock)
+    for step in range(1, 1201):  # 60 s in 50 ms steps
+        clock.now = step * 0.05
+        sampler.poll(clock.now, ops=step)
+    times = [line["t"] for line in sink.of("tensors")]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    quiet_gap = walk_s / QUIET_SHARE
+    fast_gap = walk_s / COST_SHARE
+    assert all(gap < fast_gap + 0.1 for gap in gaps[:QUIET_READINGS - 1])
+    assert quiet_gap - 0.1 < gaps[QUIET_READINGS - 1] < quiet_gap + 0.1
+    # The reading that found pinned storage (the sixth) is followed a second later.
+    assert 0.99 < gaps[5] < 1.1
+    assert len(times) >= 9  # and the census went quiet again after it
+    assert gaps[-1] > quiet_gap - 0.1

@@ -19,13 +19,25 @@ A healthy allocator that slices its free list pins at most the list's taken
 head (SGLang's allocators do this too), which is bounded by the pool.
 
 One pass walks every object the collector tracks (``gc.get_objects()``
-and a type test, about 25 ms for 170,000 objects, however few are tensors),
-so the next reading waits until the census's CPU time so far (the dearer
-readings inside tracemalloc's windows included; the one-off probe of two
-tensors at the start is not) is at most COST_SHARE of the time since it
-started, and at least ``interval_s`` after the last. It starts counting once the program has
-imported torch (importing it here would cost 1.5 s and 220 MB); a run that
-never did says so at the end.
+and a type test, about 25 ms for 170,000 objects, however few are tensors;
+the walk is bound by memory latency, one cache miss per object, so it cannot
+be made much cheaper), so the next reading waits until the census's CPU time
+so far (the dearer readings inside tracemalloc's windows included; the
+one-off probe of two tensors at the start is not) is at most COST_SHARE of
+the time since it started, and at least ``interval_s`` after the last.
+
+Once QUIET_READINGS readings in a row found less than QUIET_BYTES pinned (a
+healthy allocator's taken head: 0 to 3 KB on the fixed caches, against a
+1 MB budget), each further reading waits until its own cost is QUIET_SHARE
+of the wait; a reading that finds more returns to COST_SHARE at once, and the
+credit the quiet readings left brings the next readings a second apart, so
+a level that appears late is still held over two readings within seconds.
+The fixed caches spend two thirds less on the census after their first few
+seconds; pinning that starts late is seen up to one quiet interval later
+(about 7 s at 35 ms a walk).
+
+It starts counting once the program has imported torch (importing it here
+would cost 1.5 s and 220 MB); a run that never did says so at the end.
 """
 
 from __future__ import annotations
@@ -44,6 +56,9 @@ from harness.worker.samplers.base import PeriodicSampler
 # the owner search's tensor report at the end of a run).
 PIN_RATIO = 4
 COST_SHARE = 0.015  # the census may take at most this share of the run's time
+QUIET_BYTES = 64 * 1024  # less pinned than this is nothing to watch closely
+QUIET_READINGS = 3  # this many quiet readings in a row slow the census down...
+QUIET_SHARE = 0.005  # ...to this share of each wait
 
 
 @dataclass(frozen=True)
@@ -161,6 +176,7 @@ class TensorsSampler(PeriodicSampler):
         self._orphan_refs = 0
         self._began_at = 0.0  # the run's clock when the sampler started
         self._spent_s = 0.0  # the census's CPU time since (readings, not the probe)
+        self._quiet = 0  # readings in a row that found less than QUIET_BYTES pinned
 
     def on_start(self, now: float) -> None:
         super().on_start(now)
@@ -184,16 +200,23 @@ class TensorsSampler(PeriodicSampler):
             census = take_census(tensors, self._orphan_refs)
         cost = time.thread_time() - began
         self._spent_s += cost
-        self._every.next_at = self._next_at(now)
+        self._quiet = self._quiet + 1 if census.pinned_bytes < QUIET_BYTES else 0
+        self._every.next_at = self._next_at(now, cost)
         self.sink.sample("tensors", now, ops=self.ops, tensor_pinned=census.pinned_bytes,
                          tensor_storage=census.storage_bytes, tensors=census.tensors,
                          cpu_s=round(cost, 4))
 
-    def _next_at(self, now: float) -> float:
-        """When the census's CPU time so far is COST_SHARE of the time since start.
+    def _next_at(self, now: float, cost: float) -> float:
+        """When the census's CPU time so far is COST_SHARE of the time since start;
+        after QUIET_READINGS quiet readings, when ``cost`` is QUIET_SHARE of the wait.
 
         A share of the whole, not of each interval: the first readings (before
-        their cost is known) and the dearer ones are paid back by waiting longer."""
+        their cost is known) and the dearer ones are paid back by waiting longer.
+        Quiet readings are paced each on its own: paced on the whole at the
+        lower share, the readings before would hold the next one back for
+        twice the run so far."""
+        if self._quiet >= QUIET_READINGS:
+            return now + max(self._least_s, cost / QUIET_SHARE)
         return max(now + self._least_s, self._began_at + self._spent_s / COST_SHARE)
 
     def _find_torch(self) -> bool:
