@@ -23,6 +23,8 @@
 Target: default sampling costs at most 3% of ops/s (the rules: ``judge``).
 
     python bench/sampler_overhead.py [--pairs 6] [--duration 10] [--scenarios a,b]
+    python bench/sampler_overhead.py --scenarios radix-steady --duration 20 --warmup 10 \
+        --attribute 30 --section "after the first 10 s"
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -254,9 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6 if full else 2,
                         help="tracemalloc rounds (two 1 s blocks each)")
     parser.add_argument("--scenarios", default="", help="comma-separated (default: all)")
+    parser.add_argument("--section", default="",
+                        help="record under 'Sampler overhead: SECTION' (e.g. longer runs)")
     args = parser.parse_args(argv)
     names = [n for n in args.scenarios.split(",") if n] or scenario_names()
-    rec = Record("sampler_overhead", "Sampler overhead", {
+    slug = re.sub(r"[^A-Za-z0-9,.]+", "-", args.section).strip("-")
+    rec = Record("sampler_overhead" + (f"-{slug}" if slug else ""),
+                 "Sampler overhead" + (f": {args.section}" if args.section else ""), {
         "pairs": args.pairs, "duration_s": args.duration, "warmup_s": args.warmup,
         "attribute_s": args.attribute, "rounds": args.rounds, "scenarios": len(names),
         "full": full})
