@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -183,7 +184,7 @@ def test_quiet_readings_slow_the_census_down_and_a_pinned_one_speeds_it_up(
         clock.now = step * 0.05
         sampler.poll(clock.now, ops=step)
     times = [line["t"] for line in sink.of("tensors")]
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     quiet_gap = walk_s / QUIET_SHARE
     fast_gap = walk_s / COST_SHARE
     assert all(gap < fast_gap + 0.1 for gap in gaps[:QUIET_READINGS - 1])
