@@ -1,7 +1,7 @@
 """Analysis: pure functions from a run's raw samples to growth, verdicts and reasons.
 
 Post-hoc only: nothing here touches a live process (the cycle explainer that
-runs in the worker lives with the samplers, :mod:`harness.worker.samplers.cycles`).
+runs in the worker is :mod:`harness.worker.heapgraph.cycles`).
 Import the module you need; this package imports nothing on purpose.
 
 - :mod:`~harness.analysis.units`: ``parse_duration``, ``parse_size``, ``format_*``

@@ -29,9 +29,9 @@ from harness.config import RunConfig
 from harness.record import HOOKS, Reading
 from harness.runfiles.names import SAMPLES_FILE, STOP_FILE
 from harness.runfiles.samples import SampleWriter, header
+from harness.worker.glibc import fill_thread_cache
 from harness.worker.samplers import Sampler, build_samplers, native_window, start_available
 from harness.worker.samplers.gauges import GaugesSampler
-from harness.worker.samplers.heap import fill_thread_cache
 from harness.worker.samplers.native import NativeSampler
 
 POLL_S = 0.1  # the samplers keep their own intervals; this is how often they are asked

@@ -13,15 +13,9 @@ from typing import Any
 import pytest
 
 from harness.analysis.cycle_shapes import aggregate_cycles, cycle_shape
-from harness.worker.samplers.cycles import (
-    edge_name,
-    explain_garbage,
-    explain_object,
-    label,
-    named_referents,
-    shortest_cycle,
-    storage_bytes,
-)
+from harness.worker.heapgraph.cycles import explain_garbage, explain_object, shortest_cycle
+from harness.worker.heapgraph.naming import edge_name, label, named_referents
+from harness.worker.heapgraph.tensor_views import storage_bytes
 from tests.harness.doubles import FakeStorage, FakeTensor
 
 
@@ -295,7 +289,7 @@ def test_aggregate_cycles_counts_shapes_across_windows() -> None:
 
 def test_worker_side_import_stays_light() -> None:
     """The worker imports the explainer in its garbage sampler: no numpy, no scipy."""
-    code = ("import sys, harness.worker.samplers.cycles; "
+    code = ("import sys, harness.worker.heapgraph.cycles; "
             "print(sorted({'numpy', 'scipy'} & {*sys.modules}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

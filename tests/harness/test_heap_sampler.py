@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 
-from harness.worker.samplers import heap
-from harness.worker.samplers.allocations import short
+from harness.worker import glibc
+from harness.worker.frames import short
+from harness.worker.glibc import TCACHE_COUNT, TCACHE_SIZES, fill_thread_cache, load_heap_reader
 from harness.worker.samplers.heap import (
-    TCACHE_COUNT,
-    TCACHE_SIZES,
     HeapSampler,
     count_fds,
     cuda_unavailable,
-    fill_thread_cache,
-    load_heap_reader,
     read_status,
 )
 from tests.harness.test_samplers import FakeClock, Recorder
@@ -228,8 +225,8 @@ def test_loading_glibc_starts_no_process_a_forked_child_could_hold_up(
         raise AssertionError(f"started a process: {args[:1]}")
 
     monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
-    heap._glibc.cache_clear()
-    malloc, why = heap.glibc_function("malloc")
+    glibc._glibc.cache_clear()
+    malloc, why = glibc.glibc_function("malloc")
     assert malloc is not None and why is None
     fill_thread_cache()
     assert load_heap_reader()[0] is not None

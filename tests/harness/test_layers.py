@@ -27,6 +27,11 @@ FORBIDDEN = {
     # hooks module (harness.record itself) imports nothing of the harness at all.
     "harness.record": ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
                        "harness.pytest_plugin", "reports"),
+    # The libraries the samplers share sit below them and never call back up.
+    "harness.worker.heapgraph": ("harness.worker.samplers",),
+    "harness.worker.glibc": ("harness.worker.samplers", "harness.worker.heapgraph"),
+    "harness.worker.frames": ("harness.worker.samplers", "harness.worker.heapgraph"),
+    "harness.worker.resources": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.analysis": ("harness.parent", "harness.worker", "harness.cli", "reports"),
     "harness.runfiles": ("harness.parent", "harness.worker", "harness.cli", "reports"),
     "harness.parent": ("harness.cli", "reports"),
@@ -74,6 +79,21 @@ def test_no_module_imports_across_a_forbidden_layer_boundary() -> None:
                 within(name, face) for face in REPORT_FACES
             ):
                 broken.append(f"{name} imports {imported} (only the faces draw reports)")
+    assert not broken, "\n".join(sorted(broken))
+
+
+def test_a_sampler_imports_no_other_sampler() -> None:
+    """One module each, behind the protocol in ``base``: what two samplers share lives
+    in a library below them (``heapgraph``, ``glibc``, ``frames``, ``resources``)."""
+    package = "harness.worker.samplers"
+    broken = []
+    for name, path in modules():
+        if not within(name, package) or name == package:
+            continue
+        for imported in set(imports(path)):
+            sibling = within(imported, package) and imported != package
+            if sibling and not within(imported, f"{package}.base"):
+                broken.append(f"{name} imports {imported}")
     assert not broken, "\n".join(sorted(broken))
 
 

@@ -19,8 +19,11 @@ import pytest
 
 from harness.runfiles.reader import load_samples
 from harness.runfiles.samples import SampleWriter, header
+from harness.worker.heapgraph import tensor_views
+from harness.worker.heapgraph.census import Census, grown_types
+from harness.worker.heapgraph.tensor_views import tensor_report
 from harness.worker.samplers import owners
-from harness.worker.samplers.owners import OwnersSampler, tensor_report
+from harness.worker.samplers.owners import OwnersSampler
 from tests.harness.test_samplers import FakeClock, Recorder
 
 
@@ -157,7 +160,7 @@ def test_a_failing_search_becomes_an_error_field() -> None:
 
 
 def test_a_failed_start_count_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_count() -> owners.Census:
+    def no_count() -> Census:
         raise MemoryError("no room")
 
     monkeypatch.setattr(owners, "take_census", no_count)
@@ -188,7 +191,7 @@ def test_tensor_report_finds_a_large_storage_kept_by_a_small_view(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     torch = pytest.importorskip("torch")
-    monkeypatch.setattr(owners, "TOP_VIEWS", 100)  # other tests' tensors may be larger
+    monkeypatch.setattr(tensor_views, "TOP_VIEWS", 100)  # other tests' tensors may be larger
 
     def grow() -> None:
         base = torch.arange(131072, dtype=torch.int64)  # 1 MiB
@@ -246,9 +249,9 @@ def test_no_tensor_report_without_torch(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_growth_below_the_threshold_and_builtin_noise_are_not_searched() -> None:
-    before = owners.Census({"list": 10, "function": 5, "Thing": 1}, {})
-    after = owners.Census({"list": 500, "function": 900, "Thing": 40}, {"tuple": 80})
-    assert owners.grown_types(before, after) == [("list", 490), ("tuple", 80)]
+    before = Census({"list": 10, "function": 5, "Thing": 1}, {})
+    after = Census({"list": 500, "function": 900, "Thing": 40}, {"tuple": 80})
+    assert grown_types(before, after) == [("list", 490), ("tuple", 80)]
 
 
 def test_the_reader_keeps_the_owners_line(tmp_path: Path) -> None:

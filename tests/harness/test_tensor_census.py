@@ -12,21 +12,24 @@ from typing import Any
 import torch
 
 from harness.runfiles.reader import RunDataBuilder
-from harness.worker.samplers import tensors as census_module
-from harness.worker.samplers.tensors import (
-    COST_SHARE,
+from harness.worker.heapgraph.tensor_views import (
     PIN_RATIO,
-    QUIET_BYTES,
-    QUIET_READINGS,
-    QUIET_SHARE,
-    Census,
-    TensorsSampler,
+    StorageLevels,
     count_base_refs,
     group_by_storage,
     orphan_refcount,
-    take_census,
+    storage_levels,
+    tensor_report,
     tensor_types,
     tensors_among,
+)
+from harness.worker.samplers import tensors as census_module
+from harness.worker.samplers.tensors import (
+    COST_SHARE,
+    QUIET_BYTES,
+    QUIET_READINGS,
+    QUIET_SHARE,
+    TensorsSampler,
 )
 from tests.harness.test_samplers import FakeClock, Recorder
 
@@ -40,7 +43,7 @@ def census_of(*held: Any) -> int:
     mine = {id(t) for t in held} | {id(t._base) for t in held if t._base is not None}
     chosen = [o for o in objects if id(o) in mine]
     del objects
-    return take_census(chosen, orphan_refcount(torch, kinds)).pinned_bytes
+    return storage_levels(chosen, orphan_refcount(torch, kinds)).pinned_bytes
 
 
 def slice_of_fresh(elements: int, keep: int, kind: type = torch.Tensor) -> torch.Tensor:
@@ -76,10 +79,32 @@ def test_the_probe_reads_what_a_census_of_every_object_reads_on_an_orphaned_base
     base_id = id(kept._base)
     kinds = tensor_types(torch.Tensor)
     tensors = tensors_among(gc.get_objects(), kinds)
-    storages, bases = group_by_storage(tensors)
+    storages, bases, _ = group_by_storage(tensors)
     count_base_refs(storages, bases)
     del tensors, storages
     assert bases[base_id] == orphan_refcount(torch, kinds)
+
+
+def test_the_owner_report_pins_what_the_census_pins() -> None:
+    """The census tells an owned base by its reference count, the owner report by a
+    referrers scan: on the same tensors both must pin the same bytes, or the report
+    would contradict the tensor_pinned budget."""
+    owner = [torch.zeros(ELEMENTS)]  # a base a Python list owns
+    views = [owner[0][:10], slice_of_fresh(ELEMENTS, 10), slice_of_fresh(ELEMENTS, ELEMENTS // 2),
+             torch.ones(8)]
+    kinds = tensor_types(torch.Tensor)
+    objects = tensors_among(gc.get_objects(), kinds)
+    mine = {id(t) for t in (*owner, *views)} | {id(t._base) for t in views if t._base is not None}
+    chosen = [o for o in objects if id(o) in mine]
+    del objects
+    levels = storage_levels(chosen, orphan_refcount(torch, kinds))
+    report = tensor_report(chosen).summary
+    assert report is not None
+    oversized = report["oversized"]
+    assert levels.pinned_bytes == (ELEMENTS - 10) * 4
+    assert oversized["storages"] == 1
+    assert oversized["storage_bytes"] - oversized["view_bytes"] == levels.pinned_bytes
+    assert (report["count"], report["storage_bytes"]) == (levels.tensors, levels.storage_bytes)
 
 
 def test_subclasses_are_counted_too() -> None:
@@ -172,11 +197,11 @@ def test_quiet_readings_slow_the_census_down_and_a_pinned_one_speeds_it_up(
     pinned = [0, 0, 0, 0, 0, 4 * QUIET_BYTES, 4 * QUIET_BYTES]  # then none
     readings = iter(range(10_000))
 
-    def census(tensors: list[object], orphan_refs: int) -> Census:
+    def census(tensors: list[object], orphan_refs: int) -> StorageLevels:
         index = next(readings)
-        return Census(len(tensors), 0, pinned[index] if index < len(pinned) else 0)
+        return StorageLevels(len(tensors), 0, pinned[index] if index < len(pinned) else 0)
 
-    monkeypatch.setattr(census_module, "take_census", census)
+    monkeypatch.setattr(census_module, "storage_levels", census)
     clock, sink = FakeClock(), Recorder()
     sampler = TensorsSampler(interval_s=1.0)
     sampler.start(sink, clock)

@@ -166,16 +166,16 @@ def pinned_now() -> int:
     """The tensor census of this process, as the worker's sampler takes it."""
     import torch
 
-    from harness.worker.samplers.tensors import (
+    from harness.worker.heapgraph.tensor_views import (
         orphan_refcount,
-        take_census,
+        storage_levels,
         tensor_types,
         tensors_among,
     )
 
     kinds = tensor_types(torch.Tensor)
     tensors = tensors_among(gc.get_objects(), kinds)
-    return take_census(tensors, orphan_refcount(torch, kinds)).pinned_bytes
+    return storage_levels(tensors, orphan_refcount(torch, kinds)).pinned_bytes
 
 
 @pytest.mark.integration

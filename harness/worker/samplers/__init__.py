@@ -1,13 +1,13 @@
 """Samplers: one module each, behind the protocol in ``base``.
 
-``SAMPLER_TYPES`` is the registry: the names a run config may list come from
-it, and ``build_samplers`` makes the enabled ones in its order.
+``REGISTRY`` is the one table of them: the names a run config may list come
+from it, and ``build_samplers`` makes the enabled ones in its order.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from harness.api import Gauge
@@ -27,14 +27,26 @@ from harness.worker.samplers.tensors import TensorsSampler
 if TYPE_CHECKING:  # the config names samplers from this registry: no import at run time
     from harness.config import RunConfig
 
-# The order in which samplers start, poll and stop. It matters at the end: the
-# gc hook goes first, the last heap, gauge and object readings come before the
-# garbage window and the malloc_trim probe (both force a collection), the owner
-# search runs on what the workload left before the probe trims, and the RSS
-# sampler stops last so its final sample follows the probe.
-SAMPLER_TYPES = (
-    GcEventsSampler, HeapSampler, TensorsSampler, GaugesSampler, ObjectsSampler, GarbageSampler,
-    AllocationSampler, NativeSampler, OwnersSampler, MallocTrimSampler, RssSampler,
+# How to make one sampler from the run's config and gauges.
+Factory = Callable[["RunConfig", Mapping[str, Gauge]], Sampler]
+
+# The samplers, in the order in which they start, poll and stop. It matters at
+# the end: the gc hook goes first, the last heap, gauge and object readings come
+# before the garbage window and the malloc_trim probe (both force a collection),
+# the owner search runs on what the workload left before the probe trims, and
+# the RSS sampler stops last so its final sample follows the probe.
+REGISTRY: tuple[tuple[str, Factory], ...] = (
+    (GcEventsSampler.name, lambda c, g: GcEventsSampler(c.intervals.gc_flush_s)),
+    (HeapSampler.name, lambda c, g: HeapSampler(c.intervals.heap_s)),
+    (TensorsSampler.name, lambda c, g: TensorsSampler(c.intervals.tensors_s)),
+    (GaugesSampler.name, lambda c, g: GaugesSampler(g, c.intervals.gauges_s)),
+    (ObjectsSampler.name, lambda c, g: ObjectsSampler(c.intervals.objects_s)),
+    (GarbageSampler.name, lambda c, g: GarbageSampler(c.intervals.garbage_s)),
+    (AllocationSampler.name, lambda c, g: AllocationSampler(*allocation_windows(c))),
+    (NativeSampler.name, lambda c, g: NativeSampler(*native_window(c))),
+    (OwnersSampler.name, lambda c, g: OwnersSampler()),
+    (MallocTrimSampler.name, lambda c, g: MallocTrimSampler()),
+    (RssSampler.name, lambda c, g: RssSampler(c.intervals.rss_s, c.intervals.uss_s)),
 )
 # Allocation windows: two, at these fractions of the measured window, so growth in
 # both tells a leak from a structure still filling; each at most ALLOC_SHARE of it.
@@ -43,28 +55,14 @@ ALLOC_SHARE = 1 / 12
 NATIVE_AT = 0.45  # the native window (memray, when installed): between the two
 NATIVE_MIN_SPAN_S = 10.0
 OPS_ONLY_SPAN_S = 60.0  # where windows go when only an op count bounds the run
-SAMPLER_NAMES = tuple(kind.name for kind in SAMPLER_TYPES)
+SAMPLER_NAMES = tuple(name for name, _ in REGISTRY)
 # The samplers that only say where growth comes from (``--no-attribution`` drops them).
 ATTRIBUTION_SAMPLERS = (AllocationSampler.name, NativeSampler.name, OwnersSampler.name)
 
 
 def build_samplers(config: RunConfig, gauges: Mapping[str, Gauge]) -> list[Sampler]:
-    """The enabled samplers, in ``SAMPLER_TYPES`` order."""
-    every = config.intervals
-    made: list[Sampler] = [
-        GcEventsSampler(every.gc_flush_s),
-        HeapSampler(every.heap_s),
-        TensorsSampler(every.tensors_s),
-        GaugesSampler(gauges, every.gauges_s),
-        ObjectsSampler(every.objects_s),
-        GarbageSampler(every.garbage_s),
-        AllocationSampler(*allocation_windows(config)),
-        NativeSampler(*native_window(config)),
-        OwnersSampler(),
-        MallocTrimSampler(),
-        RssSampler(every.rss_s, every.uss_s),
-    ]
-    return [s for s in made if s.name in config.samplers]
+    """The enabled samplers, in ``REGISTRY`` order."""
+    return [make(config, gauges) for name, make in REGISTRY if name in config.samplers]
 
 
 def start_available(samplers: Sequence[Sampler], sink: Sink, clock: Clock) -> list[Sampler]:
@@ -104,6 +102,6 @@ def _measured_span(config: RunConfig) -> tuple[float, float]:
 
 
 __all__ = [
-    "ATTRIBUTION_SAMPLERS", "SAMPLER_NAMES", "SAMPLER_TYPES", "PeriodicSampler", "Sampler",
+    "ATTRIBUTION_SAMPLERS", "REGISTRY", "SAMPLER_NAMES", "PeriodicSampler", "Sampler",
     "build_samplers", "native_window", "start_available",
 ]

@@ -1,6 +1,6 @@
 """Allocation windows: where retained Python allocations grow, by source line.
 
-tracemalloc costs about 2x in throughput (DESIGN.md), so it never runs all
+tracemalloc halves the workload's throughput while it traces, so it never runs all
 the time: a few short windows, each traced from its start. Within a window
 two snapshots (at its middle and at its end) are compared: a site whose
 retained bytes grow between them keeps what it allocates; a site of
@@ -17,22 +17,16 @@ native code (the heap signal sees the last two).
 from __future__ import annotations
 
 import os
-import sysconfig
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.worker.frames import HARNESS_DIR, is_library, short
 from harness.worker.samplers.base import BaseSampler
 
 TOP_SITES = 10
 FRAMES = 8  # stack depth kept per trace: enough to reach the caller that owns the data
-HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The standard library's frames say how, not who: a site names the innermost frame
-# outside it. Installed packages stay in: the cache under test may be one of them.
-LIBRARY_DIRS = tuple(
-    os.path.abspath(path) for path in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
-)
 
 
 @dataclass
@@ -135,13 +129,3 @@ def owner_frame(innermost_first: Sequence[tracemalloc.Frame]) -> int:
         if not is_library(frame.filename):
             return index
     return 0
-
-
-def is_library(filename: str) -> bool:
-    return filename.startswith("<frozen") or os.path.abspath(filename).startswith(LIBRARY_DIRS)
-
-
-def short(filename: str) -> str:
-    """A path relative to the working directory when inside it, else as given."""
-    relative = os.path.relpath(filename)
-    return filename if relative.startswith("..") else relative

@@ -4,7 +4,7 @@ A window sets the flag, collects, reads what the collector saved in
 ``gc.garbage``, then restores the flags, drops what it saved and collects
 again. The window must stay short: left on, DEBUG_SAVEALL keeps the first
 garbage alive and that keeps later garbage reachable, so a real leak stops
-looking like garbage at all (see DESIGN.md, practical notes).
+looking like garbage at all.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from harness.worker.glibc import load_heap_reader
+from harness.worker.heapgraph.cycles import explain_garbage
+from harness.worker.heapgraph.tensor_views import storage_bytes
 from harness.worker.samplers.base import PeriodicSampler, forced_collection
-from harness.worker.samplers.cycles import explain_garbage, storage_bytes
-from harness.worker.samplers.heap import load_heap_reader
 
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
 EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window

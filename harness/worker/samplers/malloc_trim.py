@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import psutil
 
+from harness.worker.glibc import glibc_function
 from harness.worker.samplers.base import BaseSampler, forced_collection
-from harness.worker.samplers.heap import glibc_function
 
 
 def _load_trim() -> tuple[Callable[[int], int] | None, str | None]:

@@ -4,7 +4,8 @@ tracemalloc sees Python's allocators only; tensor data, numpy buffers and a C
 extension's ``malloc`` reach the C heap without it, and the analysis can then
 only say "native memory grows". With the optional ``[native]`` extra
 (memray), one short window records every ``malloc`` with its hybrid stack
-(native frames and the Python frames around them, x2.9 slower: DESIGN.md),
+(native frames and the Python frames around them; the workload runs about
+three times slower meanwhile),
 and what is still allocated when it closes is grouped by site: the native
 allocator function and the innermost Python frame outside the standard
 library that led to it. One line::
@@ -30,7 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness.worker.samplers.allocations import HARNESS_DIR, is_library, short
+from harness.worker.frames import HARNESS_DIR, is_library, short
 from harness.worker.samplers.base import BaseSampler, Clock, Sink
 
 NATIVE_WINDOW = 0  # the allocation windows are numbered from 1

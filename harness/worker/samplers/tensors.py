@@ -6,35 +6,28 @@ slice of a request's KV indices, SGLang #17191; host indices cut from a free
 list, #20271) holds memory many times what it uses, and that memory sits at a
 level (bounded by what the structure holds), so no growth rate shows it once
 the structure is full. This census reads it as a level every few seconds:
-
-- every tensor the collector tracks, grouped by storage (device, data pointer);
-- a storage's *owned* views: its tensors other than a base that only its views
-  keep (PyTorch keeps a view's base object alive from C++; no Python object
-  refers to it then, which its reference count shows against a probe base
-  made the same way at start);
-- ``tensor_pinned``: for each storage at least PIN_RATIO times its largest
-  owned view, the bytes beyond that view, summed.
+``tensor_pinned`` is the bytes beyond the largest owned view of every pinned
+storage, as :mod:`harness.worker.heapgraph.tensor_views` groups and judges
+them (a base only its views keep is told by its reference count).
 
 A healthy allocator that slices its free list pins at most the list's taken
 head (SGLang's allocators do this too), which is bounded by the pool.
 
-One pass walks every object the collector tracks (``gc.get_objects()``
-and a type test, about 25 ms for 170,000 objects, however few are tensors;
-the walk is bound by memory latency, one cache miss per object, so it cannot
-be made much cheaper), so the next reading waits until the census's CPU time
-so far (the dearer readings inside tracemalloc's windows included; the
-one-off probe of two tensors at the start is not) is at most COST_SHARE of
-the time since it started, and at least ``interval_s`` after the last.
+One pass walks every object the collector tracks (``gc.get_objects()`` and
+a type test, however few are tensors; the walk is bound by memory latency,
+one cache miss per object, so it cannot be made much cheaper), so the next
+reading waits until the census's CPU time so far (the dearer readings inside
+tracemalloc's windows included; the one-off probe of two tensors at the
+start is not) is at most COST_SHARE of the time since it started, and at
+least ``interval_s`` after the last.
 
 Once QUIET_READINGS readings in a row found less than QUIET_BYTES pinned (a
-healthy allocator's taken head: 0 to 3 KB on the fixed caches, against a
-1 MB budget), each further reading waits until its own cost is QUIET_SHARE
-of the wait; a reading that finds more returns to COST_SHARE at once, and the
-credit the quiet readings left brings the next readings a second apart, so
-a level that appears late is still held over two readings within seconds.
-The fixed caches spend two thirds less on the census after their first few
-seconds; pinning that starts late is seen up to one quiet interval later
-(about 7 s at 35 ms a walk).
+healthy allocator's taken head, far under the budget), each further reading
+waits until its own cost is QUIET_SHARE of the wait; a reading that finds
+more returns to COST_SHARE at once, and the credit the quiet readings left
+brings the next readings a second apart, so a level that appears late is
+still held over two readings within seconds; pinning that starts late is
+seen up to one quiet interval later.
 
 It starts counting once the program has imported torch (importing it here
 would cost 1.5 s and 220 MB); a run that never did says so at the end.
@@ -43,126 +36,23 @@ would cost 1.5 s and 220 MB); a run that never did says so at the end.
 from __future__ import annotations
 
 import gc
-import itertools
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
+from harness.worker.heapgraph.tensor_views import (
+    orphan_refcount,
+    storage_levels,
+    tensor_types,
+    tensors_among,
+)
 from harness.worker.samplers.base import PeriodicSampler
 
-# A storage this many times its largest owned view is pinned by views (here and in
-# the owner search's tensor report at the end of a run).
-PIN_RATIO = 4
 COST_SHARE = 0.015  # the census may take at most this share of the run's time
 QUIET_BYTES = 64 * 1024  # less pinned than this is nothing to watch closely
 QUIET_READINGS = 3  # this many quiet readings in a row slow the census down...
 QUIET_SHARE = 0.005  # ...to this share of each wait
-
-
-@dataclass(frozen=True)
-class Census:
-    tensors: int
-    storage_bytes: int
-    pinned_bytes: int
-
-
-def tensor_types(root: type) -> frozenset[type]:
-    """``root`` and all its subclasses (``Parameter``, user subclasses)."""
-    found, todo = {root}, [root]
-    while todo:
-        subclasses: list[type] = todo.pop().__subclasses__()
-        for sub in subclasses:
-            if sub not in found:
-                found.add(sub)
-                todo.append(sub)
-    return frozenset(found)
-
-
-def view_bytes(tensor: Any) -> int:
-    return int(tensor.numel()) * int(tensor.element_size())
-
-
-Groups = dict[tuple[str, int], list[Any]]  # (device, data pointer) -> [nbytes, tensors]
-
-
-def tensors_among(objects: list[object], kinds: frozenset[type]) -> list[object]:
-    """The objects whose type is one of ``kinds``.
-
-    The walk is most of the census's cost and runs in C from start to end
-    (list over compress over map), so it never lets go of the GIL: a recorded
-    program's threads cannot run while every object is held by ``objects``, as
-    objects they drop meanwhile would stay alive (seen: the tree's unlinked nodes
-    counted as detached but alive). The caller drops ``objects`` as it returns."""
-    return list(itertools.compress(objects, map(kinds.__contains__, map(type, objects))))
-
-
-def group_by_storage(tensors: list[object]) -> tuple[Groups, dict[int, int]]:
-    """``tensors`` by storage, and the ids of live views' bases.
-
-    A function of its own so that no loop variable outlives it: the reference
-    counts read next must see the same references on every tensor."""
-    storages: Groups = {}
-    bases: dict[int, int] = {}
-    for obj in tensors:
-        try:
-            if obj.is_meta:  # type: ignore[attr-defined]
-                continue
-            storage = obj.untyped_storage()  # type: ignore[attr-defined]
-            key = (str(obj.device), int(storage.data_ptr()))  # type: ignore[attr-defined]
-            nbytes = int(storage.nbytes())
-            base = obj._base  # type: ignore[attr-defined]
-        except Exception:  # sparse, or a subclass without a storage
-            continue
-        if base is not None:
-            bases[id(base)] = 0
-        storages.setdefault(key, [nbytes, []])[1].append(obj)
-    return storages, bases
-
-
-def count_base_refs(storages: Groups, bases: dict[int, int]) -> None:
-    """Each live base's reference count, into ``bases`` (held by: the object list,
-    its group, the loop, the call; one more for every Python owner)."""
-    for entry in storages.values():
-        for tensor in entry[1]:
-            if id(tensor) in bases:
-                bases[id(tensor)] = sys.getrefcount(tensor)
-
-
-def take_census(tensors: list[object], orphan_refs: int) -> Census:
-    """Storage and pinned bytes of ``tensors`` (:func:`tensors_among` the live objects).
-
-    ``orphan_refs``: the reference count :func:`count_base_refs` reads on a base
-    that only its views keep (:func:`orphan_refcount`); a base with more has an owner.
-    """
-    storages, bases = group_by_storage(tensors)
-    count_base_refs(storages, bases)
-    pinned = total = count = 0
-    for nbytes, sharing in storages.values():
-        count += len(sharing)
-        total += nbytes
-        owned = [view_bytes(t) for t in sharing if bases.get(id(t), orphan_refs + 1) > orphan_refs]
-        largest = max(owned, default=nbytes)
-        if nbytes >= PIN_RATIO * max(largest, 1):
-            pinned += nbytes - largest
-    return Census(count, total, pinned)
-
-
-def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
-    """What :func:`count_base_refs` reads on a base only its view keeps: measured on a
-    probe made that way, since it depends on how PyTorch keeps such a base.
-
-    The census's own references are the same whatever else it holds, so the probe
-    and its base stand in for the walk of every object (a second census at start,
-    about 60 ms on radix-steady)."""
-    probe = torch.arange(PIN_RATIO * 4)[:1]
-    base_id = id(probe._base)
-    tensors = tensors_among([probe, probe._base], kinds)
-    storages, bases = group_by_storage(tensors)
-    count_base_refs(storages, bases)
-    del probe
-    return bases.get(base_id, 0)
 
 
 class TensorsSampler(PeriodicSampler):
@@ -197,7 +87,7 @@ class TensorsSampler(PeriodicSampler):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecated torch attributes met in the walk
             tensors = tensors_among(gc.get_objects(), self._kinds)
-            census = take_census(tensors, self._orphan_refs)
+            census = storage_levels(tensors, self._orphan_refs)
         cost = time.thread_time() - began
         self._spent_s += cost
         self._quiet = self._quiet + 1 if census.pinned_bytes < QUIET_BYTES else 0

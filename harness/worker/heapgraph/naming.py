@@ -1,120 +1,26 @@
-"""The cycle explainer: which attributes tie a piece of garbage into a cycle.
+"""Names for the edges of the object graph: ``TreeNode.parent``, ``list[3]``, ``dict['key']``.
 
-Part (a), :func:`explain_garbage`, runs inside the worker's garbage window on
-the objects ``gc.garbage`` holds (``DEBUG_SAVEALL``). For a sample object of
-each of the most common garbage types it finds, by breadth-first search over
-edges that stay inside the garbage, the shortest path back to the object, and
-names each edge ``Type.attr`` (``list[3]``, ``dict['key']`` for containers)::
-
-    {"type": "TreeNode", "path": ["TreeNode.mamba_prev", "TreeNode.parent"],
-     "length": 2, "retained_bytes": 5120, "retained_objects": 12}
-
-Functions, methods, code objects and frames are named by qualified name and
-source line, so a closure on a cycle reads ``function json.encoder._make_iterencode.
-<locals>._iterencode (encoder.py:414).markers``: the function, where it is defined,
-and the closure variable (straight to its cell; ``cell.cell_contents`` from there);
-a frame's edges are its local names, a class's its attributes, a dict's its keys.
-:func:`edge_name` names one edge; the owner paths written at the end of a run
-(:mod:`harness.worker.samplers.owners`) use the same names.
-
-It holds garbage only in locals and returns only strings and numbers, so the
-garbage is freed when the window clears ``gc.garbage``; it never imports torch.
-
-Part (b), folding cycles from many windows into the most common shapes, is in
-:mod:`harness.analysis.cycle_shapes`.
+The cycle explainer and the owner paths both print chains of references;
+naming them here, once, makes a cycle and an owner path through the same
+attribute read the same. Functions, methods, code objects and frames are
+named by qualified name and source line (``function mod.f.<locals>.g
+(mod.py:12).markers``: the closure variable, straight to its cell); a
+frame's edges are its local names, a class's its attributes, a dict's its keys.
+Instance attributes are read through the descriptors, so no ``__getattr__``
+of the object runs.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import sys
 import types
-from collections import Counter, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-MAX_NODES = 2000  # objects one search may visit: a window must stay short
-MAX_RETAINED = 50_000  # objects counted into retained_bytes per cycle
-TRIES_PER_TYPE = 20  # objects of a type tried before deciding it sits on no cycle
-MAX_TYPES = 10  # garbage types tried per call
 KEY_LABEL = 40  # characters of a dict key shown in an edge name
 
 Edge = tuple[str, object]
-
-
-def explain_garbage(
-    garbage: Sequence[object], limit: int = 3, max_nodes: int = MAX_NODES
-) -> list[dict[str, Any]]:
-    """Up to ``limit`` cycles, one per garbage type, most common types first."""
-    members = {id(obj): obj for obj in garbage}
-    counts = Counter(type(obj).__name__ for obj in garbage)
-    found: list[dict[str, Any]] = []
-    for name, _ in counts.most_common(MAX_TYPES):
-        if len(found) >= limit:
-            break
-        candidates = [obj for obj in garbage if type(obj).__name__ == name][:TRIES_PER_TYPE]
-        for obj in candidates:
-            explained = explain_object(obj, members, max_nodes)
-            if explained is not None:
-                found.append(explained)
-                break
-    return found
-
-
-def explain_object(
-    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES
-) -> dict[str, Any] | None:
-    """The shortest cycle from ``start`` back to itself within ``members`` (by id)."""
-    cycle = shortest_cycle(start, members, max_nodes)
-    if cycle is None:
-        return None
-    names, nodes = cycle
-    size, objects = retained(nodes, members)
-    return {
-        "type": type(start).__name__,
-        "path": names,
-        "length": len(names),
-        "retained_bytes": size,
-        "retained_objects": objects,
-    }
-
-
-def shortest_cycle(
-    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES
-) -> tuple[list[str], list[object]] | None:
-    """Edge names and objects along the shortest cycle through ``start``, or None.
-
-    Breadth-first, so the first time an edge leads back to ``start`` the path is
-    a shortest one; only objects in ``members`` are entered, since a path
-    through live objects would not explain why the garbage is unreachable.
-    """
-    parents: dict[int, tuple[object, str]] = {}
-    queue: deque[object] = deque([start])
-    seen = {id(start)}
-    while queue and len(seen) <= max_nodes:
-        node = queue.popleft()
-        for name, target in named_referents(node):
-            if target is start:
-                return _unwind(start, node, name, parents)
-            if id(target) in seen or id(target) not in members:
-                continue
-            seen.add(id(target))
-            parents[id(target)] = (node, name)
-            queue.append(target)
-    return None
-
-
-def _unwind(
-    start: object, last: object, closing: str, parents: Mapping[int, tuple[object, str]]
-) -> tuple[list[str], list[object]]:
-    names, nodes = [closing], [last]
-    node = last
-    while node is not start:
-        node, name = parents[id(node)]
-        names.append(name)
-        nodes.append(node)
-    return names[::-1], nodes[::-1]
 
 
 def named_referents(obj: object) -> Iterator[Edge]:
@@ -129,7 +35,7 @@ def named_referents(obj: object) -> Iterator[Edge]:
     owner = label(obj)
     named = list(_structured(obj, owner))
     yield from named
-    covered = {id(target) for _, target in named} | {id(_instance_dict(obj)), id(type(obj))}
+    covered = {id(target) for _, target in named} | {id(instance_dict(obj)), id(type(obj))}
     if isinstance(obj, type):
         covered.add(id(class_dict(obj)))
     for target in gc.get_referents(obj):
@@ -235,7 +141,7 @@ def _structured(obj: object, owner: str) -> Iterator[Edge]:
         for key, value in list(vars(obj).items()):
             yield f"{owner}.{key}", value
     else:
-        attributes = _instance_dict(obj)
+        attributes = instance_dict(obj)
         if attributes is not None:
             for key, value in list(attributes.items()):
                 yield f"{owner}.{key}", value
@@ -254,7 +160,7 @@ def _function_edges(func: types.FunctionType, owner: str) -> Iterator[Edge]:
     cells = func.__closure__ or ()
     for name, cell in zip(func.__code__.co_freevars, cells, strict=False):
         yield f"{owner}.{name}", cell
-    attributes = _instance_dict(func)
+    attributes = instance_dict(func)
     if attributes is not None:
         for key, value in list(attributes.items()):
             yield f"{owner}.{key}", value
@@ -288,7 +194,7 @@ def _frame_edges(frame: types.FrameType, owner: str) -> Iterator[Edge]:
             yield f"{owner}.{name}", value
 
 
-def _instance_dict(obj: object) -> dict[str, Any] | None:
+def instance_dict(obj: object) -> dict[str, Any] | None:
     if isinstance(obj, dict | list | tuple | set | frozenset | type):
         return None
     try:
@@ -328,68 +234,3 @@ def _key_label(key: object) -> str:
 
 def _atom(value: object) -> bool:
     return value is None or isinstance(value, str | int | float | bytes | bool)
-
-
-def retained(nodes: Sequence[object], members: Mapping[int, object]) -> tuple[int, int]:
-    """Bytes and object count of the garbage reachable from ``nodes``: an estimate.
-
-    ``sys.getsizeof`` of each object plus, for tensors (anything whose type has
-    ``untyped_storage``), the storage's ``nbytes`` once per storage; untracked
-    buffers hanging off the garbage count too. Stops after ``MAX_RETAINED``
-    objects, so it is a lower bound on huge heaps.
-    """
-    seen = {id(node) for node in nodes}
-    queue: deque[object] = deque(nodes)
-    storages: set[int] = set()
-    total = 0
-    while queue:
-        obj = queue.popleft()
-        total += _sizeof(obj) + storage_bytes(obj, storages)
-        for target in gc.get_referents(obj):
-            if id(target) in seen or len(seen) >= MAX_RETAINED:
-                continue
-            if id(target) in members or _owns(obj, target):
-                seen.add(id(target))
-                queue.append(target)
-            elif _private_leaf(target):
-                seen.add(id(target))
-                total += _sizeof(target)
-    return total, len(seen)
-
-
-def _private_leaf(target: object) -> bool:
-    """An object the collector does not track (so never in ``gc.garbage``) but real
-    memory of the garbage: buffers, token tuples. Small atoms are skipped, since
-    they are shared with live objects (interned names, small ints)."""
-    return not gc.is_tracked(target) and not isinstance(target, str | int | float | type(None))
-
-
-def _owns(obj: object, target: object) -> bool:
-    """``target`` is ``obj``'s own ``__dict__``: memory of ``obj`` whether listed or not.
-
-    Reading attribute names makes CPython build an instance's dict; that dict
-    then stands between the object and its values, outside the garbage list.
-    """
-    return type(target) is dict and _instance_dict(obj) is target
-
-
-def storage_bytes(obj: object, seen: set[int]) -> int:
-    """A tensor's storage bytes, counted once per storage (``seen`` holds data pointers)."""
-    if not callable(getattr(type(obj), "untyped_storage", None)):
-        return 0
-    try:
-        storage = obj.untyped_storage()  # type: ignore[attr-defined]
-        key = int(storage.data_ptr())
-        if key in seen:
-            return 0
-        seen.add(key)
-        return int(storage.nbytes())
-    except Exception:  # a storage-less or meta tensor: nothing to count
-        return 0
-
-
-def _sizeof(obj: object) -> int:
-    try:
-        return sys.getsizeof(obj)
-    except TypeError:  # some extension types refuse
-        return 0

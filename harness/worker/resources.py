@@ -1,6 +1,6 @@
 """What the process's threads run and what its file descriptors point at, once at stop.
 
-The ``threads`` and ``fds`` counts (:mod:`harness.worker.samplers.heap`) say
+The ``threads`` and ``fds`` counts (the heap sampler's) say
 that a thread or a descriptor is kept per unit of work; this census says
 which: live threads grouped by the function they run (``Spill._flush
 (cache.py:40)``), descriptors by what they point at (``socket``, ``pipe``,
@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from harness.worker.samplers.allocations import short
+from harness.worker.frames import short
 
 FD_DIR = "/proc/self/fd"
 TOP = 5  # groups kept per census
