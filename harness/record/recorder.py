@@ -28,6 +28,7 @@ from pathlib import Path
 from harness.config import RunConfig
 from harness.record import HOOKS, Reading
 from harness.runfiles.names import SAMPLES_FILE, STOP_FILE
+from harness.runfiles.records import GaugesLine
 from harness.runfiles.samples import SampleWriter, header
 from harness.worker.glibc import fill_thread_cache
 from harness.worker.samplers import Sampler, build_samplers, native_window, start_available
@@ -159,7 +160,9 @@ class Recorder:
 
     def _idle_reading(self, values: dict[str, float]) -> None:
         if values:
-            self.writer.sample("gauges", self.clock(), values=values, ops=HOOKS.ops)
+            line: GaugesLine = {"type": "gauges", "t": self.clock(), "values": values,
+                                "ops": HOOKS.ops}
+            self.writer.line(line)
 
     def abandon(self) -> None:
         """In a forked child: this is the parent's recording; unhook it, write nothing."""

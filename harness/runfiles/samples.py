@@ -3,7 +3,7 @@
 Only the worker writes it. Every line is complete and flushed when ``write``
 returns, so a crash, a kill or an out-of-memory leaves every sample up to that
 moment; the loader tolerates a truncated last line. Line format: see
-``harness.rundata``.
+:mod:`harness.runfiles.records`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import platform
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from harness.runfiles.records import HeaderLine, SampleLine
 
 SCHEMA = "leak-harness/samples"
 VERSION = 1
@@ -38,11 +41,14 @@ class SampleWriter:
         self._lock = threading.Lock()
         self._closed = False
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
             if not self._closed:  # a sampler thread may outlive close() by one tick
                 self._file.write(line)
+
+    def line(self, record: SampleLine) -> None:
+        self.write({**record, "t": round(record["t"], 4)})
 
     def sample(self, kind: str, t: float, **fields: Any) -> None:
         self.write({"type": kind, "t": round(t, 4), **fields})
@@ -65,7 +71,7 @@ class SampleWriter:
                 self._file.close()
 
 
-def header(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> dict[str, Any]:
+def header(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> HeaderLine:
     """The first line: schema, version, the frozen config and the environment."""
     return {
         "type": "header",

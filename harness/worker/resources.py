@@ -21,6 +21,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+from harness.runfiles.records import ResourceGroup
 from harness.worker.frames import short
 
 FD_DIR = "/proc/self/fd"
@@ -49,14 +50,14 @@ def fd_kind(link: str) -> str:
     return f"file in {os.path.dirname(link) or '/'}"
 
 
-def thread_census() -> list[dict[str, Any]]:
+def thread_census() -> list[ResourceGroup]:
     """Live threads other than the main one, grouped by what they run, most first."""
     main = threading.main_thread()
     counts = Counter(thread_origin(t) for t in threading.enumerate() if t is not main)
     return [{"what": what, "count": n} for what, n in counts.most_common(TOP)]
 
 
-def fd_census(path: str = FD_DIR) -> list[dict[str, Any]]:
+def fd_census(path: str = FD_DIR) -> list[ResourceGroup]:
     """Open descriptors grouped by what they point at, most first (empty without /proc)."""
     counts: Counter[str] = Counter()
     try:

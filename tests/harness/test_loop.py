@@ -47,6 +47,9 @@ class Sink:
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
 
+    def line(self, record: Mapping[str, Any]) -> None:
+        self.lines.append(dict(record))
+
     def sample(self, kind: str, t: float, **fields: Any) -> None:
         self.lines.append({"type": kind, "t": t, **fields})
 

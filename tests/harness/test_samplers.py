@@ -7,6 +7,7 @@ import itertools
 import json
 import time
 import tracemalloc
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -41,6 +42,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
+
+    def line(self, record: Mapping[str, Any]) -> None:
+        self.records.append(dict(record))
 
     def sample(self, kind: str, t: float, **fields: Any) -> None:
         self.records.append({"type": kind, "t": t, **fields})

@@ -21,8 +21,8 @@ import gc
 import sys
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from harness.runfiles.records import Cycle
 from harness.worker.heapgraph.naming import instance_dict, named_referents
 from harness.worker.heapgraph.tensor_views import storage_bytes
 
@@ -34,11 +34,11 @@ MAX_TYPES = 10  # garbage types tried per call
 
 def explain_garbage(
     garbage: Sequence[object], limit: int = 3, max_nodes: int = MAX_NODES
-) -> list[dict[str, Any]]:
+) -> list[Cycle]:
     """Up to ``limit`` cycles, one per garbage type, most common types first."""
     members = {id(obj): obj for obj in garbage}
     counts = Counter(type(obj).__name__ for obj in garbage)
-    found: list[dict[str, Any]] = []
+    found: list[Cycle] = []
     for name, _ in counts.most_common(MAX_TYPES):
         if len(found) >= limit:
             break
@@ -53,7 +53,7 @@ def explain_garbage(
 
 def explain_object(
     start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES
-) -> dict[str, Any] | None:
+) -> Cycle | None:
     """The shortest cycle from ``start`` back to itself within ``members`` (by id)."""
     cycle = shortest_cycle(start, members, max_nodes)
     if cycle is None:

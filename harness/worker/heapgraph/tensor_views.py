@@ -29,6 +29,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.runfiles.records import TensorView, TensorViews
 from harness.worker.heapgraph.search import Referrers, is_args
 
 PIN_RATIO = 4  # a storage this many times its largest owned view is pinned by views
@@ -176,9 +177,12 @@ def orphan_refcount(torch: Any, kinds: frozenset[type]) -> int:
 class Tensors:
     """The tensor report, and what the owner search needs from the tensor pass."""
 
-    summary: dict[str, Any] | None = None
-    views: list[dict[str, Any]] = field(default_factory=list)  # each with its "tensor"
-    example: dict[str, Any] | None = None  # the largest pinned storage, for "oversized"
+    summary: TensorViews | None = None
+    views: list[TensorView] = field(default_factory=list)  # owner paths still to find
+    example: TensorView | None = None  # the largest pinned storage, for "oversized"
+    # the largest view on each storage of ``views``, then of ``example``: where the
+    # owner search starts; the caller drops them once it has them
+    tensors: list[object] = field(default_factory=list)
     # id(base) -> the live views whose ``_base`` it is: a base tensor whose Python
     # object only its views keep (through C++) is reached through them
     base_views: dict[int, list[object]] = field(default_factory=dict)
@@ -230,8 +234,10 @@ def tensor_report(
         pinned.sort(key=lambda p: p[1] - p[0])  # the most bytes kept beyond the view first
         large = [p for p in pinned if p[0] >= TENSOR_MIN_STORAGE]
         report.views = [_view(*p) for p in large[:TOP_VIEWS]]
+        report.tensors = [p[3] for p in large[:TOP_VIEWS]]
         if pinned:  # the worst of them, however small: many small ones add up too
             report.example = _view(*pinned[0])
+            report.tensors.append(pinned[0][3])
         pinned.clear()
         tensors.clear()
         storages.clear()
@@ -298,7 +304,8 @@ def owned_by_referrers(
     return owned
 
 
-def _view(nbytes: int, view: int, shared: int, tensor: Any) -> dict[str, Any]:
+def _view(nbytes: int, view: int, shared: int, tensor: Any) -> TensorView:
+    """A pinned storage's entry; who holds the view is filled in by the owner search."""
     return {
         "view_bytes": view,
         "storage_bytes": nbytes,
@@ -307,7 +314,8 @@ def _view(nbytes: int, view: int, shared: int, tensor: Any) -> dict[str, Any]:
         "dtype": str(tensor.dtype),
         "device": str(tensor.device),
         "tensors_on_storage": shared,
-        "tensor": tensor,
+        "path": None,
+        "root": None,
     }
 
 

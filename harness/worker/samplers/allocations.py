@@ -20,8 +20,8 @@ import os
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from harness.runfiles.records import AllocLine, AllocSite
 from harness.worker.frames import HARNESS_DIR, is_library, short
 from harness.worker.samplers.base import BaseSampler
 
@@ -85,8 +85,12 @@ class AllocationSampler(BaseSampler):
         sites = top_sites(end, window.baseline)
         self.sink.event("attribution", self.now(), phase="end", window=self._index, complete=True,
                         traced_bytes=held)
-        self.sink.sample("alloc", now, window=self._index, from_t=round(window.baseline_t, 4),
-                         ops=self.ops - window.baseline_ops, sites=sites)
+        line: AllocLine = {
+            "type": "alloc", "t": now, "window": self._index,
+            "from_t": round(window.baseline_t, 4), "ops": self.ops - window.baseline_ops,
+            "sites": sites,
+        }
+        self.sink.line(line)
         self._open = None
 
 
@@ -97,13 +101,13 @@ def snapshot() -> tracemalloc.Snapshot:
     ])
 
 
-def top_sites(end: tracemalloc.Snapshot, baseline: tracemalloc.Snapshot) -> list[dict[str, Any]]:
+def top_sites(end: tracemalloc.Snapshot, baseline: tracemalloc.Snapshot) -> list[AllocSite]:
     """The sites whose retained bytes grew most between the snapshots, by owning frame.
 
     Allocations whose owning frame is the harness's (its samplers reading a
     snapshot) are not the workload's and are left out.
     """
-    grown: dict[str, dict[str, Any]] = {}
+    grown: dict[str, AllocSite] = {}
     for diff in end.compare_to(baseline, "traceback"):
         if diff.size_diff <= 0:
             continue

@@ -18,11 +18,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from harness.runfiles.records import SampleLine
+
 Clock = Callable[[], float]
 
 
 class Sink(Protocol):
     """Where samples go (``harness.runfiles.samples.SampleWriter``, or a test double)."""
+
+    def line(self, record: SampleLine) -> None:
+        """Write one sample line as the sampler built it (``t`` rounded as written)."""
+        ...
 
     def sample(self, kind: str, t: float, **fields: Any) -> None: ...
 

@@ -13,8 +13,9 @@ import gc
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from harness.runfiles.records import Cycle, GarbageLine
 from harness.worker.glibc import load_heap_reader
 from harness.worker.heapgraph.cycles import explain_garbage
 from harness.worker.heapgraph.tensor_views import storage_bytes
@@ -22,7 +23,18 @@ from harness.worker.samplers.base import PeriodicSampler, forced_collection
 
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
 EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
-Explainer = Callable[[list[object], int], list[dict[str, Any]]]
+Explainer = Callable[[list[object], int], list[Cycle]]
+
+
+class Saved(TypedDict):
+    """What one window's collection saved, as its line reports it."""
+
+    count: int
+    by_type: dict[str, int]
+    bytes_by_type: dict[str, int]
+    bytes: int
+    cycles: list[Cycle]
+    cycles_error: NotRequired[str]
 
 
 class GarbageSampler(PeriodicSampler):
@@ -61,10 +73,11 @@ class GarbageSampler(PeriodicSampler):
                 # radix-steady, mamba-lru and unified-lru, about 0.3% of a run.
                 freed = gc.collect() if saved else 0
         released = {k: max(0, before[k] - level) for k, level in self._levels().items()}
-        self.sink.sample(
-            "garbage", now, ops=self.ops, collected=collected, freed=freed, final=final,
-            released=released, **record,
-        )
+        line: GarbageLine = {
+            "type": "garbage", "t": now, "ops": self.ops, "collected": collected,
+            "freed": freed, "final": final, "released": released, **record,
+        }
+        self.sink.line(line)
 
     def _levels(self) -> dict[str, int]:
         """The exact signals a forced collection moves: C heap bytes, Python blocks.
@@ -78,12 +91,12 @@ class GarbageSampler(PeriodicSampler):
             levels["heap"] = self._heap()
         return levels
 
-    def _read(self, first: int) -> dict[str, Any]:
+    def _read(self, first: int) -> Saved:
         # A separate frame: every reference to the saved objects dies on return,
         # before the second collection.
         saved = gc.garbage[first:]
         counts, sizes = census(saved)
-        record: dict[str, Any] = {
+        record: Saved = {
             "count": len(saved),
             "by_type": top(counts),
             "bytes_by_type": top(sizes, order=counts),

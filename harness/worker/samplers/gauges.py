@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 
 from harness.api import Gauge
+from harness.runfiles.records import GaugesLine
 from harness.worker.samplers.base import PeriodicSampler
 
 
@@ -34,7 +35,8 @@ class GaugesSampler(PeriodicSampler):
             if value is not None:
                 values[name] = value
         if values:
-            self.sink.sample("gauges", now, values=values, ops=self.ops)
+            line: GaugesLine = {"type": "gauges", "t": now, "values": values, "ops": self.ops}
+            self.sink.line(line)
 
     def _value(self, name: str, gauge: Gauge, now: float) -> float | None:
         try:

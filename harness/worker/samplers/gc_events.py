@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from harness.runfiles.records import GcLine
 from harness.worker.samplers.base import PeriodicSampler, harness_is_collecting
 
 # If the main loop stalls, keep the newest collections and drop the oldest
@@ -74,11 +75,13 @@ class GcEventsSampler(PeriodicSampler):
                 self._write(now, gen, totals)
 
     def _write(self, t: float, gen: int, totals: Totals) -> None:
-        self.sink.sample(
-            "gc", t, gen=gen, count=totals.count, collected=totals.collected,
-            uncollectable=totals.uncollectable, pause_s=round(totals.pause_s, 6),
-            max_pause_s=round(totals.max_pause_s, 6), ops=self.ops,
-        )
+        line: GcLine = {
+            "type": "gc", "t": t, "gen": gen, "count": totals.count,
+            "collected": totals.collected, "uncollectable": totals.uncollectable,
+            "pause_s": round(totals.pause_s, 6), "max_pause_s": round(totals.max_pause_s, 6),
+            "ops": self.ops,
+        }
+        self.sink.line(line)
 
 
 @dataclass

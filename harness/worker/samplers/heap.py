@@ -33,6 +33,7 @@ import os
 import sys
 from typing import Any
 
+from harness.runfiles.records import HeapLine
 from harness.worker.glibc import load_heap_reader
 from harness.worker.resources import FD_DIR, fd_census, thread_census
 from harness.worker.samplers.base import PeriodicSampler
@@ -117,16 +118,20 @@ class HeapSampler(PeriodicSampler):
         super().on_start(now)
 
     def take(self, now: float, final: bool = False) -> None:
-        fields: dict[str, int] = {"py_blocks": sys.getallocatedblocks()}
+        line: HeapLine = {
+            "type": "heap", "t": now, "ops": self.ops, "py_blocks": sys.getallocatedblocks(),
+        }
         if self._heap is not None:
-            fields["heap"] = self._heap()
-        fields.update((self._status and read_status()) or {})
+            line["heap"] = self._heap()
+        status = read_status() if self._status else None
+        if status is not None:
+            line["shmem"], line["threads"] = status["shmem"], status["threads"]
         fds = count_fds() if self._fds else None
         if fds is not None:
-            fields["fds"] = fds
+            line["fds"] = fds
         if self._cuda is not None:
-            fields["cuda_allocated"] = int(self._cuda.memory_allocated())
-            fields["cuda_reserved"] = int(self._cuda.memory_reserved())
-        self.sink.sample("heap", now, ops=self.ops, **fields)
+            line["cuda_allocated"] = int(self._cuda.memory_allocated())
+            line["cuda_reserved"] = int(self._cuda.memory_reserved())
+        self.sink.line(line)
         if final:
             self.sink.event("resources", now, threads=thread_census(), fds=fd_census())

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness.runfiles.records import NativeLine, NativeSite
 from harness.worker.frames import HARNESS_DIR, is_library, short
 from harness.worker.samplers.base import BaseSampler, Clock, Sink
 
@@ -107,11 +108,11 @@ class NativeSampler(BaseSampler):
 
     def _read(self, now: float) -> None:
         began = time.perf_counter()
-        error: dict[str, str] = {}
+        error: str | None = None
         try:
             sites = read_sites(self._path)
         except Exception as exc:  # the window must still end, or it would hide the run's rest
-            sites, error = [], {"error": f"{type(exc).__name__}: {exc}"}
+            sites, error = [], f"{type(exc).__name__}: {exc}"
         finally:
             os.unlink(self._path)
         # The window ends once its capture is read: seconds on a busy heap, with the
@@ -119,17 +120,22 @@ class NativeSampler(BaseSampler):
         # in RSS; none of that judges anything, and the level it leaves is bridged.
         self.sink.event("attribution", self.now(), phase="end", window=NATIVE_WINDOW,
                         complete=True)
-        self.sink.sample("native", now, from_t=round(self._began[0], 4),
-                         ops=self.ops - self._began[1], sites=sites,
-                         seconds=round(time.perf_counter() - began, 3), **error)
+        line: NativeLine = {
+            "type": "native", "t": now, "from_t": round(self._began[0], 4),
+            "ops": self.ops - self._began[1], "sites": sites,
+            "seconds": round(time.perf_counter() - began, 3),
+        }
+        if error is not None:
+            line["error"] = error
+        self.sink.line(line)
 
 
-def read_sites(path: str) -> list[dict[str, Any]]:
+def read_sites(path: str) -> list[NativeSite]:
     """What the capture still held at its end, grouped by native function and Python caller."""
     import memray
 
     records = memray.FileReader(path).get_leaked_allocation_records(merge_threads=True)
-    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    grouped: dict[tuple[str, str], NativeSite] = {}
     for record in records:
         stack: list[Frame] = list(record.hybrid_stack_trace())
         python = python_caller(stack)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 from collections import Counter
 
+from harness.runfiles.records import ObjectsLine
 from harness.worker.samplers.base import PeriodicSampler
 
 TOP_TYPES = 50
@@ -43,9 +44,11 @@ class ObjectsSampler(PeriodicSampler):
         largest = sorted(counts, key=counts.__getitem__, reverse=True)[:TOP_TYPES]
         kept = {name: counts[name] for name in [*largest, *growth]}
         self._previous = counts
-        self.sink.sample(
-            "objects", now, ops=self.ops, counts=kept, growth=growth, total=sum(counts.values())
-        )
+        line: ObjectsLine = {
+            "type": "objects", "t": now, "ops": self.ops, "counts": kept, "growth": growth,
+            "total": sum(counts.values()),
+        }
+        self.sink.line(line)
 
 
 def type_counts(objects: list[object]) -> dict[str, int]:

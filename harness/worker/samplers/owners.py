@@ -24,8 +24,9 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
+from harness.runfiles.records import OtherPath, OwnerPath, OwnersLine, TensorView, TensorViews
 from harness.worker.heapgraph.census import (
     EMPTY_TUPLE,
     HOLDER_MIN,
@@ -92,7 +93,8 @@ class OwnersSampler(BaseSampler):
             error = f"{type(exc).__name__}: {exc}"
         seconds = self._timer() - began
         paths = plan.paths(f"gave up after {seconds:.1f} s" if plan.gave_up else None)
-        record: dict[str, Any] = {
+        line: OwnersLine = {
+            "type": "owners", "t": self.now(), "ops": self.ops,
             "paths": paths, "tensors": plan.tensors, "untracked_counted": plan.untracked_counted,
             "gave_up": plan.gave_up, "seconds": round(seconds, 3),
             "search_seconds": round(plan.search_seconds, 3),
@@ -100,9 +102,9 @@ class OwnersSampler(BaseSampler):
         if error is None and plan.error is not None:
             error = self._start_error or plan.error
         if error is not None:
-            record["error"] = error
+            line["error"] = error
         del plan
-        self.sink.sample("owners", self.now(), ops=self.ops, **record)
+        self.sink.line(line)
 
 
 # -- the plan: what to search, and the record ----------------------------------------------
@@ -118,7 +120,7 @@ class Entry:
     targets: list[int] = field(default_factory=list)  # indices into the plan's targets
     # untracked types: "one" (a holder that gained most of them) or "each" (the newest
     # holders of one or a few each); the edge from each holder to one of them
-    holder: str | None = None
+    holder: Literal["one", "each"] | None = None
     held_here: int = 0
     gained: int = 0
     instance_edges: dict[int, str] = field(default_factory=dict)
@@ -131,7 +133,7 @@ class Plan:
         self.baseline = baseline
         self.max_depth = max_depth
         self.entries: list[Entry] = []
-        self.tensors: dict[str, Any] | None = None
+        self.tensors: TensorViews | None = None
         self.untracked_counted = False
         self.gave_up = False
         self.search_seconds = 0.0
@@ -166,11 +168,11 @@ class Plan:
         self.tensors, views, extra = tensors.summary, tensors.views, tensors.base_views
         if tensors.example is not None:
             views.append(tensors.example)
+        first_view = len(targets)
+        targets.extend(tensors.tensors)
+        tensors.tensors.clear()  # the search must not take this list for their owner
         del tensors
         mine.update(id(holders) for holders in extra.values())
-        for view in views:
-            view["target"] = len(targets)
-            targets.append(view.pop("tensor"))
         # All together, level by level: types share most of the way up (a tensor's
         # node, the node's tree), and each level is one heap scan per batch for all.
         search = Search(roots, deadline, timer, referrers, mine, extra, (BaseSampler,))
@@ -191,7 +193,7 @@ class Plan:
         del targets, roots
         extra.clear()
         if self.tensors is not None:
-            entries = [self._view_entry(v) for v in views]
+            entries = [self._view_entry(v, first_view + i) for i, v in enumerate(views)]
             if self.tensors["oversized"]["storages"]:
                 self.tensors["oversized"]["example"] = entries.pop()
             self.tensors["views"] = entries
@@ -219,7 +221,7 @@ class Plan:
             ))
         return {e.name: by_type[e.name] for e in self.entries}
 
-    def paths(self, gave_up: str | None) -> list[dict[str, Any]]:
+    def paths(self, gave_up: str | None) -> list[OwnerPath]:
         """The record's entries; ``gave_up`` is the reason for those the deadline cut."""
         entries = [self._entry(e) for e in self.entries]
         for entry in entries:
@@ -232,11 +234,12 @@ class Plan:
                     view["why"] = gave_up
         return entries
 
-    def _entry(self, entry: Entry) -> dict[str, Any]:
-        record: dict[str, Any] = {
+    def _entry(self, entry: Entry) -> OwnerPath:
+        head: _Head = {
             "type": entry.short, "qualname": entry.name, "grew": entry.grew,
             "count": entry.count, "tracked": entry.tracked,
         }
+        record: _Votes = {}
         found = [self._found[i] for i in entry.targets if i in self._found]
         if entry.tracked:
             record["sampled"] = len(entry.targets)
@@ -274,19 +277,23 @@ class Plan:
                     ))
                 if others:
                     record["others"] = others
-        record["path"] = best.path if best is not None else None
-        record["root"] = best.root if best is not None else None
-        record["depth"] = best.depth if best is not None else None
-        if record["path"] is None:
+        tail: _Why = {}
+        if best is None or best.path is None:
             why = best.why if best is not None else None
             if why is None and not self.gave_up:
                 why = "no sample found" if entry.tracked else "no tracked object holds them"
             if why is not None:
-                record["why"] = why
-        return record
+                tail["why"] = why
+        return {
+            **head, **record,
+            "path": best.path if best is not None else None,
+            "root": best.root if best is not None else None,
+            "depth": best.depth if best is not None else None,
+            **tail,
+        }
 
-    def _view_entry(self, view: dict[str, Any]) -> dict[str, Any]:
-        found = self._found.get(view.pop("target"))
+    def _view_entry(self, view: TensorView, target: int) -> TensorView:
+        found = self._found.get(target)
         view["path"] = found.path if found is not None else None
         view["root"] = found.root if found is not None else None
         if found is not None and found.path is None and found.why is not None:
@@ -294,7 +301,33 @@ class Plan:
         return view
 
 
-def _most_common(found: Sequence[Found]) -> tuple[Found | None, int, list[dict[str, Any]]]:
+class _Head(TypedDict):
+    """The fields every owner path entry starts with."""
+
+    type: str
+    qualname: str
+    grew: int
+    count: int
+    tracked: bool
+
+
+class _Votes(TypedDict):
+    """The fields between the head and the path: how the path was chosen."""
+
+    note: NotRequired[str]
+    holder: NotRequired[Literal["one", "each"] | None]
+    held_here: NotRequired[int]
+    gained: NotRequired[int]
+    sampled: NotRequired[int]
+    agree: NotRequired[int]
+    others: NotRequired[list[OtherPath]]
+
+
+class _Why(TypedDict):
+    why: NotRequired[str]  # why an entry has no path
+
+
+def _most_common(found: Sequence[Found]) -> tuple[Found | None, int, list[OtherPath]]:
     """The newest found path of the most common shape, how many samples agree, and
     the other shapes two or more samples share (a type grows in two places)."""
     with_path = [f for f in found if f.path is not None]
@@ -306,7 +339,7 @@ def _most_common(found: Sequence[Found]) -> tuple[Found | None, int, list[dict[s
     for f in with_path:
         first.setdefault(shape(f.path or ""), f)
     winner, agree = ranked[0]
-    others = [
+    others: list[OtherPath] = [
         {"path": first[s].path, "root": first[s].root, "agree": n}
         for s, n in ranked[1:1 + OTHER_PATHS] if n >= 2
     ]

@@ -31,6 +31,7 @@ import time
 
 import psutil
 
+from harness.runfiles.records import RssLine
 from harness.worker.samplers.base import Every, PeriodicSampler
 
 USS_BUDGET = 0.002  # the share of wall time USS reads may take (0.2%)
@@ -90,7 +91,8 @@ class RssSampler(PeriodicSampler):
         with self._lock:
             rss = self._process.memory_info().rss
             uss = self._uss(now) if self._uss_every.due(now) else None
-            self.sink.sample("rss", now, rss=rss, uss=uss, ops=self.ops)
+            line: RssLine = {"type": "rss", "t": now, "rss": rss, "uss": uss, "ops": self.ops}
+            self.sink.line(line)
             self._last_t = now
 
     def _uss(self, now: float) -> int | None:

@@ -41,6 +41,7 @@ import time
 import warnings
 from typing import Any
 
+from harness.runfiles.records import TensorsLine
 from harness.worker.heapgraph.tensor_views import (
     orphan_refcount,
     storage_levels,
@@ -92,9 +93,12 @@ class TensorsSampler(PeriodicSampler):
         self._spent_s += cost
         self._quiet = self._quiet + 1 if census.pinned_bytes < QUIET_BYTES else 0
         self._every.next_at = self._next_at(now, cost)
-        self.sink.sample("tensors", now, ops=self.ops, tensor_pinned=census.pinned_bytes,
-                         tensor_storage=census.storage_bytes, tensors=census.tensors,
-                         cpu_s=round(cost, 4))
+        line: TensorsLine = {
+            "type": "tensors", "t": now, "ops": self.ops, "tensor_pinned": census.pinned_bytes,
+            "tensor_storage": census.storage_bytes, "tensors": census.tensors,
+            "cpu_s": round(cost, 4),
+        }
+        self.sink.line(line)
 
     def _next_at(self, now: float, cost: float) -> float:
         """When the census's CPU time so far is COST_SHARE of the time since start;

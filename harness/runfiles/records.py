@@ -1,0 +1,313 @@
+"""The lines of ``samples.jsonl`` (``leak-harness/samples`` version 1), one TypedDict each.
+
+The worker's samplers build these and the analysis reads them, across a
+process and a file: both ends are type-checked against the same classes, and
+``tests/harness/test_records.py`` holds recorded files to them (every
+required key present, no key the class does not name). Every line has
+``type`` and ``t`` (seconds since the run started). Stdlib only: the worker
+imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# -- the header ----------------------------------------------------------------------------
+
+
+class HeaderLine(TypedDict):
+    type: Literal["header"]
+    schema: str  # "leak-harness/samples"
+    version: int
+    config: dict[str, Any]  # the frozen run config (harness.config.RunConfig.to_dict)
+    env: dict[str, Any]  # what makes two runs comparable (harness.runfiles.samples.environment)
+
+
+# -- periodic samples ----------------------------------------------------------------------
+
+
+class RssLine(TypedDict):
+    type: Literal["rss"]
+    t: float
+    rss: int  # bytes
+    uss: int | None  # bytes; read less often than rss, null between
+    ops: int  # cumulative
+
+
+class GcLine(TypedDict):
+    """The collections of one generation since the last flush (gen 2: each one)."""
+
+    type: Literal["gc"]
+    t: float
+    gen: int
+    count: int
+    collected: int
+    uncollectable: int
+    pause_s: float
+    max_pause_s: float
+    ops: int
+
+
+class HeapLine(TypedDict):
+    """Exact byte and count signals; each but ``py_blocks`` only where it can be read."""
+
+    type: Literal["heap"]
+    t: float
+    ops: int
+    py_blocks: int  # pymalloc blocks in use
+    heap: NotRequired[int]  # glibc malloc bytes in use
+    shmem: NotRequired[int]  # resident shared memory, bytes
+    threads: NotRequired[int]
+    fds: NotRequired[int]
+    cuda_allocated: NotRequired[int]
+    cuda_reserved: NotRequired[int]
+
+
+class TensorsLine(TypedDict):
+    type: Literal["tensors"]
+    t: float
+    ops: int
+    tensor_pinned: int  # storage bytes kept only by far smaller views, beyond those views
+    tensor_storage: int  # bytes of all storages
+    tensors: int
+    cpu_s: float  # the census's own CPU time
+
+
+class GaugesLine(TypedDict):
+    type: Literal["gauges"]
+    t: float
+    values: dict[str, float]
+    ops: int
+
+
+class ObjectsLine(TypedDict):
+    type: Literal["objects"]
+    t: float
+    ops: int
+    counts: dict[str, int]  # live objects by type
+    growth: dict[str, int]
+    total: int
+
+
+class Cycle(TypedDict):
+    """One explained reference cycle (the cycle explainer's)."""
+
+    type: str
+    path: list[str]  # edge names, ``TreeNode.parent``
+    length: int
+    retained_bytes: int
+    retained_objects: int
+
+
+class GarbageLine(TypedDict):
+    """One ``DEBUG_SAVEALL`` window: the cyclic garbage a forced collection found."""
+
+    type: Literal["garbage"]
+    t: float
+    ops: int
+    collected: int
+    freed: int
+    final: bool
+    released: NotRequired[dict[str, int]]  # what the window's own collections gave back
+    count: int
+    by_type: dict[str, int]
+    bytes_by_type: dict[str, int]
+    bytes: int
+    cycles: list[Cycle]
+    cycles_error: NotRequired[str]
+
+
+class ProgressLine(TypedDict):
+    type: Literal["progress"]
+    t: float
+    ops: int
+    ops_per_s: float
+    phase: Literal["warmup", "measure"]
+
+
+# -- attribution: windows and the end-of-run search ----------------------------------------
+
+
+class AllocSite(TypedDict):
+    site: str  # ``file:line`` of the owning frame
+    stack: list[str]
+    bytes: int  # retained growth between the window's snapshots
+    count: int
+
+
+class AllocLine(TypedDict):
+    """One tracemalloc window."""
+
+    type: Literal["alloc"]
+    t: float
+    window: int  # 1, 2, ...
+    from_t: float  # its baseline snapshot
+    ops: int  # done since
+    sites: list[AllocSite]
+
+
+class NativeSite(TypedDict):
+    native: str  # the innermost native function
+    python: str  # ``file:line (function)`` that led to it
+    bytes: int  # still held when the window closed
+    count: int
+
+
+class NativeLine(TypedDict):
+    """The native window (memray, when installed)."""
+
+    type: Literal["native"]
+    t: float
+    from_t: float
+    ops: int
+    sites: list[NativeSite]
+    seconds: float  # reading the capture
+    error: NotRequired[str]
+
+
+class OtherPath(TypedDict):
+    path: str | None
+    root: str | None
+    agree: int
+
+
+class OwnerPath(TypedDict):
+    """What holds one grown type: the path most of its samples agree on, or why none."""
+
+    type: str
+    qualname: str
+    grew: int
+    count: int
+    tracked: bool  # false: its new objects are untracked, the path leads to a holder
+    path: str | None  # ``mod.HOLDER -> Holder.items -> list[3] -> Record``
+    root: str | None  # ``module m``, ``class m.C``, ``frame f at file:line``, ``no referrer...``
+    depth: int | None  # references from the root
+    why: NotRequired[str]  # when path is null
+    sampled: NotRequired[int]
+    agree: NotRequired[int]  # samples on the reported path's shape
+    others: NotRequired[list[OtherPath]]
+    note: NotRequired[str]  # untracked types: how the path was found
+    holder: NotRequired[Literal["one", "each"] | None]
+    held_here: NotRequired[int]
+    gained: NotRequired[int]
+
+
+class TensorView(TypedDict):
+    """A storage far larger than its largest owned view, with who holds that view."""
+
+    view_bytes: int
+    storage_bytes: int
+    ratio: float | None
+    shape: list[int]
+    dtype: str
+    device: str
+    tensors_on_storage: int
+    path: str | None
+    root: str | None
+    why: NotRequired[str]
+
+
+class Oversized(TypedDict):
+    storages: int
+    view_bytes: int
+    storage_bytes: int
+    example: NotRequired[TensorView]  # the worst of them
+
+
+class TensorViews(TypedDict):
+    count: int
+    view_bytes: int
+    storage_bytes: int  # once per storage
+    storages: int
+    oversized: Oversized
+    views: list[TensorView]
+    unreadable: NotRequired[int]
+
+
+class OwnersLine(TypedDict):
+    """Once, at the end: what holds the types that grew most, and tensors kept by views."""
+
+    type: Literal["owners"]
+    t: float
+    ops: int
+    paths: list[OwnerPath]
+    tensors: TensorViews | None  # null unless the workload imported torch
+    untracked_counted: bool
+    gave_up: bool  # the time budget cut the search
+    seconds: float
+    search_seconds: float
+    error: NotRequired[str]
+
+
+class LockSite(TypedDict):
+    site: str
+    nodes: int
+
+
+class UnreleasedLocks(TypedDict):
+    nodes: int
+    sites: list[LockSite]
+
+
+class NotesLine(TypedDict):
+    """Once, at loop end: the workload's own facts (``notes()``, see harness.api)."""
+
+    type: Literal["notes"]
+    t: float
+    unreleased_locks: NotRequired[UnreleasedLocks]
+    error: NotRequired[str]  # notes() raised
+
+
+# -- events --------------------------------------------------------------------------------
+
+
+class ResourceGroup(TypedDict):
+    what: str  # ``Spill._flush (cache.py:40)``, ``socket``, ``file in /tmp``
+    count: int
+
+
+class EventLine(TypedDict):
+    """A named moment; which of the optional fields it has depends on ``name``."""
+
+    type: Literal["event"]
+    t: float
+    name: str
+    ops: NotRequired[int]
+    reason: NotRequired[str]  # loop_end, end, *_unavailable, gauge_dropped
+    build_s: NotRequired[float]  # start (worker)
+    rss: NotRequired[int]  # start (worker)
+    pid: NotRequired[int]  # start (recorder)
+    ppid: NotRequired[int]
+    argv: NotRequired[list[str]]
+    scenario: NotRequired[str]  # scenario (recorder)
+    where: NotRequired[str]  # crash
+    error: NotRequired[str]  # crash, sampler_failed
+    traceback: NotRequired[str]
+    phase: NotRequired[Literal["start", "end"]]  # attribution
+    window: NotRequired[int]
+    complete: NotRequired[bool]
+    traced_bytes: NotRequired[int]
+    signal: NotRequired[str]  # signal_unavailable
+    sampler: NotRequired[str]  # sampler_unavailable, sampler_failed
+    gauge: NotRequired[str]  # gauge_dropped
+    threads: NotRequired[list[ResourceGroup]]  # resources
+    fds: NotRequired[list[ResourceGroup]]
+    rss_before_collect: NotRequired[int]  # malloc_trim
+    rss_before: NotRequired[int]
+    rss_after: NotRequired[int]
+    released: NotRequired[int]
+    trimmed: NotRequired[bool]
+    line: NotRequired[int]  # truncated: the line cut mid-write
+
+
+SampleLine = (
+    RssLine | GcLine | HeapLine | TensorsLine | GaugesLine | ObjectsLine | GarbageLine
+    | ProgressLine | AllocLine | NativeLine | OwnersLine | NotesLine | EventLine
+)
+# The TypedDict of each line ``type``.
+LINE_TYPES: dict[str, type] = {
+    "header": HeaderLine, "rss": RssLine, "gc": GcLine, "heap": HeapLine,
+    "tensors": TensorsLine, "gauges": GaugesLine, "objects": ObjectsLine,
+    "garbage": GarbageLine, "progress": ProgressLine, "alloc": AllocLine,
+    "native": NativeLine, "owners": OwnersLine, "notes": NotesLine, "event": EventLine,
+}
