@@ -15,7 +15,7 @@ import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.signal import lfilter
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable with
 
 from bench.record import Record
 from harness.analysis.summary import summarize
+from harness.runfiles.records import GarbageLine, GcLine, HeaderLine, ObjectsLine
 from harness.runfiles.rundata import RunData, Series
 
 BUDGETS = [
@@ -86,8 +87,10 @@ def build(hours: float, hz: float) -> RunData:
     t = np.arange(int(hours * 3600 * hz), dtype=np.float64) / hz
     rss, uss = series(t, rng)
     garbage, objects = windows(hours)
+    # Synthetic lines with the fields the analysis reads, not every field a worker writes.
     return RunData(
-        header={"type": "header", "schema": "leak-harness/samples", "version": 1},
+        header=cast(HeaderLine, {"type": "header", "schema": "leak-harness/samples",
+                                 "version": 1}),
         rss=Series(t, rss, "B"),
         uss=Series(t, uss, "B"),
         ops=Series(t, t * OPS_PER_S, "ops"),
@@ -95,9 +98,9 @@ def build(hours: float, hz: float) -> RunData:
             "work_list": Series(t, np.floor(t / 10.0), ""),
             "detached_nodes": Series(t, np.floor(t * 0.5) + rng.integers(0, 50, t.size), ""),
         },
-        gc_events=gc_lines(hours),
-        garbage_windows=garbage,
-        object_windows=objects,
+        gc_events=cast("list[GcLine]", gc_lines(hours)),
+        garbage_windows=cast("list[GarbageLine]", garbage),
+        object_windows=cast("list[ObjectsLine]", objects),
         events=[{"type": "event", "name": "warmup_end", "t": 60.0}],
     )
 

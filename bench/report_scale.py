@@ -113,7 +113,7 @@ def measure(rundir: Path) -> None:
     loaded = time.perf_counter()
     analysis = summarize(run, BUDGETS, WARMUP_S)
     analysed = time.perf_counter()
-    end = run.event("end") or {}
+    end = run.event("end") or {"type": "event", "t": 0.0, "name": "end"}
     summary = Summary(
         scenario="bench-scale", injected=["bench-leak"], verdict=analysis.verdict,
         reasons=analysis.reasons, metrics=analysis.to_json()["metrics"],

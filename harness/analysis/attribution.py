@@ -24,12 +24,22 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from harness.analysis.budgets import Budget
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.units import format_rate
 from harness.analysis.verdict import Judgement
+from harness.runfiles.records import (
+    AllocLine,
+    EventLine,
+    GarbageLine,
+    NativeLine,
+    NativeSite,
+    NotesLine,
+    OwnersLine,
+    ResourceGroup,
+    TensorView,
+)
 from harness.runfiles.rundata import RunData
 
 FAILING = ("leak", "suspicious")
@@ -68,7 +78,7 @@ class Finding:
     per_h: float | None = None  # in ``unit`` per hour, when a rate is known
     unit: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data["stack"] = list(self.stack)
         return data
@@ -125,13 +135,13 @@ def where_it_grows(
     return found
 
 
-def lock_findings(notes: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def lock_findings(notes: Sequence[NotesLine]) -> list[Finding]:
     """The locks still held with no request running, and where they were taken."""
     found = []
     for record in notes[-1:]:
-        locks = record.get("unreleased_locks") or {}
-        sites = locks.get("sites") or []
-        if not locks.get("nodes") or not sites:
+        locks = record.get("unreleased_locks")
+        sites = (locks.get("sites") if locks else None) or []
+        if locks is None or not locks.get("nodes") or not sites:
             continue
         where = ", ".join(f"{s['site']} ({s['nodes']} of them)" for s in sites)
         text = (
@@ -142,7 +152,7 @@ def lock_findings(notes: Sequence[Mapping[str, Any]]) -> list[Finding]:
     return found
 
 
-def growing_sites(windows: Sequence[Mapping[str, Any]]) -> list[Site]:
+def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
     """Sites that grew in every complete allocation window, largest first."""
     complete = [w for w in windows if w.get("sites") is not None]
     if not complete:
@@ -197,7 +207,7 @@ def site_caller(site: Site) -> str | None:
 
 def native_finding(
     heap_per_h: float | None, sites: Sequence[Site], traced: bool = True,
-    budget_per_h: float | None = None, native_windows: Sequence[Mapping[str, Any]] = (),
+    budget_per_h: float | None = None, native_windows: Sequence[NativeLine] = (),
 ) -> list[Finding]:
     """Heap growth that Python allocations do not explain, said in words.
 
@@ -234,7 +244,7 @@ def native_finding(
     return [Finding("native", "heap", text, per_h=native, unit="B")]
 
 
-def python_seen_natively(windows: Sequence[Mapping[str, Any]]) -> float:
+def python_seen_natively(windows: Sequence[NativeLine]) -> float:
     """Bytes per hour the native window saw kept through Python's own allocator.
 
     A retained Python object over 512 B is malloc'd by Python's allocator: when
@@ -252,17 +262,17 @@ def python_seen_natively(windows: Sequence[Mapping[str, Any]]) -> float:
     return float(kept) * 3600.0 / span
 
 
-def through_python_allocator(site: Mapping[str, Any]) -> bool:
+def through_python_allocator(site: NativeSite) -> bool:
     """A native window's site whose allocator is Python's own: a Python allocation."""
     return str(site["native"]).startswith(PYTHON_ALLOCATORS)
 
 
-def from_driver(site: Mapping[str, Any]) -> bool:
+def from_driver(site: NativeSite) -> bool:
     """A native window's site in the scenario driver, which is never the culprit."""
     return any(d in str(site["python"]) for d in DRIVER_SITES)
 
 
-def native_sites_text(windows: Sequence[Mapping[str, Any]]) -> str:
+def native_sites_text(windows: Sequence[NativeLine]) -> str:
     """The native window's top sites in words, or how to get them."""
     if not windows:
         return NATIVE_HINT
@@ -304,12 +314,12 @@ def resource_findings(
     run: RunData, failing: Mapping[str, Judgement], rates: Mapping[str, float]
 ) -> list[Finding]:
     """Threads or descriptors that grow, with what they run or point at (the census at stop)."""
-    census = run.event("resources") or {}
+    census = run.event("resources")
     found = []
     for signal, (noun, groups_are, cause) in RESOURCE_WORDS.items():
         if signal not in failing:
             continue
-        groups = census.get(signal) or []
+        groups = resource_groups(census, signal)
         held = "; ".join(f"{g['count']} {g['what']}" for g in groups) or "no census was taken"
         rate = rates.get(signal)
         grows = f"grow ~{format_rate(rate, '/h')}" if rate is not None else "grow"
@@ -319,7 +329,14 @@ def resource_findings(
     return found
 
 
-def owner_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def resource_groups(census: EventLine | None, signal: str) -> list[ResourceGroup]:
+    """The census's groups of threads or of descriptors (empty without a census)."""
+    if census is None:
+        return []
+    return (census.get("threads") if signal == "threads" else census.get("fds")) or []
+
+
+def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
     """What keeps samples of the most-grown types alive (the worker's owners line).
 
     Each type's path is the one most of its sampled objects share; a path only
@@ -344,18 +361,20 @@ def owner_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
     return found
 
 
-def tensor_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def tensor_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
     """Small tensor views keeping far larger storages alive (SGLang #17191, #20271)."""
     found = []
     for record in owners[-1:]:
-        oversized = (record.get("tensors") or {}).get("oversized") or {}
+        tensors = record.get("tensors")
+        oversized = tensors.get("oversized") if tensors else None
+        if not oversized:
+            continue
         pinned = float(oversized.get("storage_bytes") or 0) - float(
             oversized.get("view_bytes") or 0)
         if not oversized.get("storages") or pinned < MIN_PINNED_BYTES:
             continue
-        example = dict(oversized.get("example") or {})
-        if example.get("path"):
-            example["path"] = shorter(str(example["path"]))
+        example: TensorView | None = oversized.get("example")
+        path = shorter(str(example["path"])) if example and example.get("path") else None
         stored = format_rate(oversized["storage_bytes"], "B")
         text = (
             f"{oversized['storages']} tensor storages ({stored}) are kept alive by "
@@ -365,9 +384,9 @@ def tensor_findings(owners: Sequence[Mapping[str, Any]]) -> list[Finding]:
             text += (
                 f"; e.g. a {format_rate(example['view_bytes'], 'B')} view of a "
                 f"{format_rate(example['storage_bytes'], 'B')} storage"
-                + (f", held by {example['path']}" if example.get("path") else "")
+                + (f", held by {path}" if path else "")
             )
-        found.append(Finding("tensors", "objects", text, owner=example.get("path")))
+        found.append(Finding("tensors", "objects", text, owner=path))
     return found
 
 
@@ -379,7 +398,7 @@ def shorter(path: str) -> str:
     return path
 
 
-def cycle_findings(windows: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def cycle_findings(windows: Sequence[GarbageLine]) -> list[Finding]:
     shapes = aggregate_cycles(c for w in windows for c in w.get("cycles", ()))
     if not shapes:
         return []

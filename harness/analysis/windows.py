@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from harness.analysis.slope import robust_spread, sen_slope
+from harness.runfiles.records import GarbageLine
 from harness.runfiles.rundata import RunData, Series
 
 # The level each side of a window is the median over BRIDGE_S seconds of the
@@ -154,7 +154,7 @@ def _within_segments_slope(series: Series, windows: Sequence[Span]) -> float:
     return min(slopes, key=abs) if slopes else 0.0
 
 
-def held_back(series: Series, windows: Sequence[dict[str, Any]], name: str) -> Series:
+def held_back(series: Series, windows: Sequence[GarbageLine], name: str) -> Series:
     """``series`` as a process without the harness's own collections would hold it.
 
     Each garbage window forces full collections and frees cyclic garbage that a

@@ -280,10 +280,11 @@ def conclude_processes(out: Path, stopped: Stopped, command: str) -> list[Record
         data = load_samples(folder / SAMPLES_FILE)
         config = RunConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text("utf-8")))
         config = warmed_up(config, data)
-        start = data.event("start") or {}
-        pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)))
+        start = data.event("start")
+        pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)) if start
+                  else folder.name.removeprefix(PROCESS_PREFIX))
         ending = program_ending(stopped) if pid == stopped.pid else child_ending(data, pid)
-        argv = " ".join(str(a) for a in start.get("argv", []))
+        argv = " ".join(str(a) for a in (start.get("argv", []) if start else []))
         found.append(Recorded(pid, argv, conclude(config, ending, command), pid == stopped.pid))
     return sorted(found, key=lambda r: (not r.is_program, r.pid))
 

@@ -4,7 +4,7 @@ Unknown schemas and versions are refused with a sentence, never guessed at.
 Version history of ``leak-harness/samples``:
 
 - 1: header line, then one line per sample or event (line format in
-  :mod:`harness.runfiles.rundata`).
+  :mod:`harness.runfiles.records`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from harness.errors import UsageError
+from harness.runfiles.records import HeaderLine
 from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.samples import SCHEMA as SAMPLES_SCHEMA
 from harness.runfiles.samples import VERSION as SAMPLES_VERSION
@@ -26,7 +27,7 @@ from harness.runfiles.signals import MEMORY_SIGNALS
 class RunDataBuilder:
     """Collects parsed sample lines and turns them into a RunData on demand."""
 
-    def __init__(self, header: dict[str, Any]) -> None:
+    def __init__(self, header: HeaderLine) -> None:
         self.header = header
         self._rss: list[tuple[float, float]] = []
         self._uss: list[tuple[float, float]] = []
@@ -57,7 +58,9 @@ class RunDataBuilder:
             self._add_listed(kind, dict(record))
 
     def _add_listed(self, kind: Any, record: dict[str, Any]) -> None:
-        lists = {
+        # Each list holds its kind's lines of harness.runfiles.records; the fields are
+        # held to them by the tests, not here, so a line gaining a field still loads.
+        lists: dict[str, list[Any]] = {
             "gc": self.data.gc_events,
             "garbage": self.data.garbage_windows,
             "objects": self.data.object_windows,
@@ -92,7 +95,7 @@ def series(points: list[tuple[float, float]], unit: str) -> Series:
     return Series(array[:, 0].copy(), array[:, 1].copy(), unit)
 
 
-def check_header(record: Any, where: str) -> dict[str, Any]:
+def check_header(record: Any, where: str) -> HeaderLine:
     """The header line's dict, or a sentence saying why this file is not ours."""
     if not isinstance(record, dict) or record.get("type") != "header":
         raise UsageError(f"{where} does not start with a leak-harness header line.")
@@ -104,7 +107,7 @@ def check_header(record: Any, where: str) -> dict[str, Any]:
             f"{where} is samples version {version!r}; this leak-harness reads version "
             f"{SAMPLES_VERSION} only (a newer harness wrote it?)."
         )
-    return record
+    return cast(HeaderLine, record)
 
 
 def parse_line(text: str, where: str, number: int) -> dict[str, Any]:

@@ -6,9 +6,11 @@ process and a file: both ends are type-checked against the same classes, and
 required key present, no key the class does not name). Every line has
 ``type`` and ``t`` (seconds since the run started). Stdlib only: the worker
 imports it.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: ``TypedDict`` reads
+``NotRequired`` from evaluated annotations only, and the tests read the keys
+back through ``__required_keys__``.
+"""
 
 from typing import Any, Literal, NotRequired, TypedDict
 

@@ -1,68 +1,32 @@
 """In-memory form of one run's raw samples, as the loader returns it.
 
-``samples.jsonl`` (schema ``leak-harness/samples``, version 1) holds one JSON
-object per line. The first line is the header::
-
-    {"type": "header", "schema": "leak-harness/samples", "version": 1,
-     "config": {...frozen run config...}, "env": {...}}
-
-Every later line has ``type`` and ``t`` (seconds since the run started, float):
-
-- ``rss``:     ``rss``, ``uss`` (bytes; ``uss`` may be null), ``ops`` (cumulative)
-- ``gc``:      ``gen``, ``collected``, ``uncollectable``, ``pause_s``, ``ops``
-- ``heap``:    ``py_blocks`` (Python allocated blocks), and where available
-               ``heap`` (C heap bytes in use), ``shmem`` (resident shared
-               memory bytes), ``cuda_allocated`` and
-               ``cuda_reserved`` (bytes), ``ops``
-- ``tensors``: ``tensor_pinned`` (bytes of tensor storage kept alive only by
-               views at most a quarter its size, beyond those views),
-               ``tensor_storage`` (bytes of all storages), ``tensors`` (count),
-               ``cpu_s`` (the census's own CPU time), ``ops``
-- ``gauges``:  ``values`` ({name: float}), ``ops``
-- ``garbage``: ``ops``, ``count`` (total objects), ``by_type`` ({type: count}),
-               ``bytes_by_type`` ({type: bytes}), ``cycles`` (list of explained
-               cycles, see ``harness.analysis``), ``collected`` (objects freed),
-               ``released`` ({"heap": bytes, "py_blocks": blocks} the window's
-               own collections gave back; absent in older files)
-- ``objects``: ``counts`` ({type: live count}), ``ops``
-- ``alloc``:   one allocation window: ``window`` (1, 2, ...), ``from_t`` (its
-               baseline snapshot), ``ops`` (done since), ``sites`` (list of
-               ``site``, ``stack``, ``bytes``, ``count``: retained growth per owning frame)
-- ``native``:  one native window (memray, only when installed): ``from_t``,
-               ``ops``, ``sites`` (``native`` function, ``python`` caller,
-               ``bytes``, ``count``: what it still held when it closed), ``seconds``
-- ``owners``:  once, at the end (after ``loop_end``): what holds the types that grew
-               most. ``paths`` (one entry per grown type: ``type``, ``qualname``,
-               ``grew``, ``count``, ``tracked``, ``path`` like ``"mod.HOLDER ->
-               Holder.history -> dict['k'] -> list"`` or null with ``why``,
-               ``root`` (``module m``, ``class m.C``, ``frame f at file:line``,
-               ``no referrer the GC sees (...)``), ``depth``; tracked types add
-               ``sampled``, ``agree``, ``others``; untracked ones ``note``,
-               ``holder``, ``held_here``, ``gained``), ``tensors`` (null without
-               torch; ``count``, ``view_bytes``, ``storage_bytes``, ``storages``,
-               ``oversized`` and ``views``: storages kept by far smaller views, with
-               owner paths), ``untracked_counted``, ``gave_up`` (the time budget cut
-               the search), ``seconds``, ``search_seconds``, and ``error`` if it
-               failed (full schema: ``harness.worker.samplers.owners``)
-- ``notes``:   once, at ``loop_end``: the workload's own facts (``harness.api``),
-               e.g. ``unreleased_locks`` (``nodes``, ``sites`` of ``site``, ``nodes``)
-- ``event``:   ``name`` (``start``, ``warmup_end``, ``loop_end``, ``malloc_trim``,
-               ``crash``, ``end``, ``attribution`` with ``phase`` start/end and
-               ``window``, ``signal_unavailable``, ...) and event-specific fields
-- ``progress``: ``ops``, ``ops_per_s``, ``phase`` (``warmup`` or ``measure``)
-
-Analysis works on this structure only (pure functions over numpy arrays);
-:func:`clean` gives the finite samples of a series in time order, which both
-the analysis and the plots start from.
+``samples.jsonl`` (schema ``leak-harness/samples``, version 1) is a header
+line, then one JSON object per sample or event; the fields of every line kind
+are the TypedDicts of :mod:`harness.runfiles.records`. :class:`RunData` keeps
+the numeric signals as :class:`Series` (what the statistics fit) and the
+other lines as they were written, grouped by kind. :func:`clean` gives the
+finite samples of a series in time order, which both the analysis and the
+plots start from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from harness.runfiles.records import (
+    AllocLine,
+    EventLine,
+    GarbageLine,
+    GcLine,
+    HeaderLine,
+    NativeLine,
+    NotesLine,
+    ObjectsLine,
+    OwnersLine,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -87,20 +51,20 @@ class Series:
 class RunData:
     """Everything a run recorded, grouped by kind; raw, no statistics yet."""
 
-    header: dict[str, Any]
+    header: HeaderLine
     rss: Series = field(default_factory=lambda: Series.empty("B"))
     uss: Series = field(default_factory=lambda: Series.empty("B"))
     ops: Series = field(default_factory=lambda: Series.empty("ops"))
     memory: dict[str, Series] = field(default_factory=dict)  # the ``heap`` lines' signals
     gauges: dict[str, Series] = field(default_factory=dict)
-    gc_events: list[dict[str, Any]] = field(default_factory=list)
-    garbage_windows: list[dict[str, Any]] = field(default_factory=list)
-    object_windows: list[dict[str, Any]] = field(default_factory=list)
-    alloc_windows: list[dict[str, Any]] = field(default_factory=list)
-    native_windows: list[dict[str, Any]] = field(default_factory=list)  # memray, when installed
-    owners: list[dict[str, Any]] = field(default_factory=list)  # one line per run, at the end
-    notes: list[dict[str, Any]] = field(default_factory=list)  # the workload's, at loop end
-    events: list[dict[str, Any]] = field(default_factory=list)
+    gc_events: list[GcLine] = field(default_factory=list)
+    garbage_windows: list[GarbageLine] = field(default_factory=list)
+    object_windows: list[ObjectsLine] = field(default_factory=list)
+    alloc_windows: list[AllocLine] = field(default_factory=list)
+    native_windows: list[NativeLine] = field(default_factory=list)  # memray, when installed
+    owners: list[OwnersLine] = field(default_factory=list)  # one line per run, at the end
+    notes: list[NotesLine] = field(default_factory=list)  # the workload's, at loop end
+    events: list[EventLine] = field(default_factory=list)
 
     @property
     def warmup_end_s(self) -> float | None:
@@ -109,7 +73,7 @@ class RunData:
                 return float(event["t"])
         return None
 
-    def event(self, name: str) -> dict[str, Any] | None:
+    def event(self, name: str) -> EventLine | None:
         """The last event of that name, or None."""
         found = [e for e in self.events if e.get("name") == name]
         return found[-1] if found else None

@@ -17,6 +17,7 @@ from typing import Any
 from harness.analysis.cycle_shapes import aggregate_cycles
 from harness.analysis.garbage import TypeTotal, garbage_by_type
 from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
+from harness.runfiles.records import GarbageLine
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
 from reports.render.fitline import FitLine, stored_fit
@@ -118,7 +119,7 @@ def _metric_row(name: str, metric: Mapping[str, Any]) -> MetricRow:
     )
 
 
-def cycle_rows(windows: list[dict[str, Any]], top: int = TOP_CYCLES) -> list[CycleRow]:
+def cycle_rows(windows: list[GarbageLine], top: int = TOP_CYCLES) -> list[CycleRow]:
     """The most common explained cycle shapes over all garbage windows."""
     cycles = [c for w in windows for c in w.get("cycles") or () if isinstance(c, Mapping)]
     return [

@@ -24,6 +24,7 @@ from harness.worker.heapgraph.census import Census, grown_types
 from harness.worker.heapgraph.tensor_views import tensor_report
 from harness.worker.samplers import owners
 from harness.worker.samplers.owners import OwnersSampler
+from tests.harness.records_check import file_problems, line_problems
 from tests.harness.test_samplers import FakeClock, Recorder
 
 
@@ -198,6 +199,7 @@ def test_tensor_report_finds_a_large_storage_kept_by_a_small_view(
         HOLDER.views.append(base[:16])  # 128 bytes of view; the base goes out of scope
 
     record = run_sampler(grow)
+    assert line_problems(record) == []
     tensors = record["tensors"]
     assert tensors["count"] >= 1
     assert tensors["storage_bytes"] >= 1 << 20 and tensors["oversized"]["storages"] >= 1
@@ -262,6 +264,7 @@ def test_the_reader_keeps_the_owners_line(tmp_path: Path) -> None:
     writer.sample("owners", record["t"], **{
         k: v for k, v in record.items() if k not in ("type", "t")})
     writer.close()
+    assert file_problems(path) == []
     data = load_samples(path)
     assert len(data.owners) == 1
     assert data.owners[0]["paths"] == record["paths"] and data.owners[0]["type"] == "owners"

@@ -23,6 +23,7 @@ from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import load_run
 from tests.harness.conftest import ROOT, spec
+from tests.harness.records_check import file_problems
 
 pytestmark = pytest.mark.integration  # every test starts a worker (or the CLI that does)
 
@@ -46,6 +47,7 @@ def test_healthy_run_passes_and_keeps_every_kind_of_sample(no_leftovers: Path) -
     assert data.warmup_end_s is not None and 0.5 <= data.warmup_end_s < 0.7
     assert data.garbage_windows[-1]["final"] and len(data.object_windows) >= 2
     assert data.event("end") is not None and data.event("malloc_trim") is not None
+    assert file_problems(no_leftovers / SAMPLES_FILE) == []
     assert summary.command.startswith("leak-harness run tests.harness.fixtures.scenarios:HEALTHY")
 
 
