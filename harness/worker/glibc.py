@@ -41,9 +41,8 @@ def glibc_function(symbol: str) -> tuple[Any, str | None]:
     By its soname, never through ``ctypes.util.find_library``: that runs
     ``ldconfig -p`` in a subprocess and reads its pipes to the end, and a child
     the program forks meanwhile (multiprocessing's fork does not exec) keeps
-    their write ends open. The recorder's polling thread, loading glibc as a
-    recorded program forked its worker, blocked until the worker exited (seen:
-    no sample between 0.01 s and 42 s, a verdict of ``error``).
+    their write ends open: the recorder's polling thread, loading glibc as a
+    recorded program forks its worker, would block until that worker exits.
     """
     if platform.libc_ver()[0] != "glibc":
         return None, f"{symbol} needs glibc; this process does not use it"

@@ -73,8 +73,8 @@ def tensors_among(objects: list[object], kinds: frozenset[type]) -> list[object]
     The walk is most of the census's cost and runs in C from start to end
     (list over compress over map), so it never lets go of the GIL: a recorded
     program's threads cannot run while every object is held by ``objects``, as
-    objects they drop meanwhile would stay alive (seen: the tree's unlinked nodes
-    counted as detached but alive). The caller drops ``objects`` as it returns."""
+    objects they drop meanwhile would stay alive (a tree's unlinked nodes would
+    count as detached but alive). The caller drops ``objects`` as it returns."""
     return list(itertools.compress(objects, map(kinds.__contains__, map(type, objects))))
 
 

@@ -1,7 +1,7 @@
 """Allocation windows: where retained Python allocations grow, by source line.
 
-tracemalloc halves the workload's throughput while it traces, so it never runs all
-the time: a few short windows, each traced from its start. Within a window
+tracemalloc halves the workload's throughput while it traces, so it never runs
+all the time: a few short windows, each traced from its start. Within a window
 two snapshots (at its middle and at its end) are compared: a site whose
 retained bytes grow between them keeps what it allocates; a site of
 in-flight work allocates and frees as much, and nets to zero. Two windows far

@@ -69,8 +69,7 @@ class GarbageSampler(PeriodicSampler):
                 del gc.garbage[first:]
                 # What it saved is garbage again and needs a second full collection
                 # to go; a window that saved nothing (a healthy cache's, nearly
-                # always) skips it: 79-93 ms a window instead of 162-165 ms on
-                # radix-steady, mamba-lru and unified-lru, about 0.3% of a run.
+                # always) skips it, which halves the window's cost.
                 freed = gc.collect() if saved else 0
         released = {k: max(0, before[k] - level) for k, level in self._levels().items()}
         line: GarbageLine = {

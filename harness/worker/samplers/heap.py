@@ -22,7 +22,7 @@ they confirm small rates in short runs:
   (:mod:`harness.worker.resources`).
 - ``cuda_allocated`` / ``cuda_reserved``: torch's CUDA caching allocator,
   only when torch is already imported by the workload and sees a device
-  (importing torch here would cost the worker 1.5 s and 220 MB).
+  (importing torch here would cost the worker seconds and hundreds of MB).
 
 No single one sees everything, so RSS stays a judged signal beside them.
 """

@@ -4,11 +4,11 @@ tracemalloc sees Python's allocators only; tensor data, numpy buffers and a C
 extension's ``malloc`` reach the C heap without it, and the analysis can then
 only say "native memory grows". With the optional ``[native]`` extra
 (memray), one short window records every ``malloc`` with its hybrid stack
-(native frames and the Python frames around them; the workload runs about
-three times slower meanwhile),
-and what is still allocated when it closes is grouped by site: the native
-allocator function and the innermost Python frame outside the standard
-library that led to it. One line::
+(native frames and the Python frames around them; the workload runs several
+times slower meanwhile), and what is still allocated when it closes is
+grouped by site: the native allocator function and the innermost Python
+frame outside the standard library that led to it, written as one
+``native`` line (``NativeLine`` in :mod:`harness.runfiles.records`)::
 
     {"type": "native", "t": 17.2, "from_t": 15.2, "ops": 4210,
      "sites": [{"native": "c10::alloc_cpu", "python": "refcache/radix.py:125 (insert)",

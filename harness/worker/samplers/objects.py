@@ -1,9 +1,8 @@
 """Live object counts by type and their growth between windows.
 
 The count walks every GC-tracked object (``objgraph.typestats``' short names,
-counted in C: about half its time, 57 against 102 ms on a radix-steady run),
-which takes most of a second on a multi-million-object heap, hence the low
-default rate. Being C from start to end, it never lets go of the GIL: a
+counted in C), which takes most of a second on a multi-million-object heap,
+hence the low default rate. Being C from start to end, it never lets go of the GIL: a
 recorded program's threads cannot run, and keep alive what they drop, while
 every object is held. It does not force a collection, so uncollected cyclic
 garbage counts as live here, which is what RSS sees too. A line keeps the

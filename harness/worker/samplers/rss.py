@@ -2,20 +2,18 @@
 
 RSS is one read of /proc/<pid>/statm: cheap enough for 10 Hz. USS needs
 /proc/<pid>/smaps(_rollup), a walk of the page tables whose cost grows with the
-process (1 ms with torch imported, 6 ms for a 240 MB scenario worker; a cache
-of many GB would take a large share of a core at 1 Hz). So it is read at a
+process (a cache of many GB would take a large share of a core at 1 Hz). So
+it is read at a
 lower rate, written as null in between, and the rate adapts to its cost: after
 each read the next one waits long enough that USS reads take at most
 ``USS_BUDGET`` (0.2%) of wall time.
 
 Samples are taken from the worker's loop (``poll``), on the thread that holds
-the GIL anyway. An earlier version sampled from a thread waking at 10 Hz; each
-wake made the CPU-bound main thread hand over the GIL (torch ops release and
-retake it), which cost several percent of ops/s in the sampler-overhead
-benchmark. What a sample still costs is mostly cold caches: between two
-samples the workload evicts the code and data of psutil, json and the file
-write, so one sample takes 0.3-1 ms inside a scenario against 30 us in a tight
-loop (about 1% of a core at 10 Hz; ``make bench`` measures it).
+the GIL anyway: a thread waking at 10 Hz would make the CPU-bound main thread
+hand over the GIL at every wake (torch ops release and retake it), which costs
+several percent of ops/s. What a sample still costs is mostly cold caches:
+between two samples the workload evicts the code and data of psutil, json and
+the file write (``make bench`` measures it).
 
 A guard thread still covers a step that does not return (a long torch call, a
 blocking PP receive): it wakes once per ``guard_s`` (a second), and only when

@@ -30,7 +30,7 @@ still held over two readings within seconds; pinning that starts late is
 seen up to one quiet interval later.
 
 It starts counting once the program has imported torch (importing it here
-would cost 1.5 s and 220 MB); a run that never did says so at the end.
+would cost seconds and hundreds of MB); a run that never did says so at the end.
 """
 
 from __future__ import annotations
