@@ -26,11 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.analysis.budgets import Budget
 from harness.analysis.cycle_shapes import aggregate_cycles
-from harness.analysis.units import format_rate
 from harness.analysis.verdict import Judgement
+from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
+from harness.units import format_rate
 
 FAILING = ("leak", "suspicious")
 ALLOCATED_SIGNALS = ("heap", "py_blocks", "rss", "uss")  # growth allocation windows can explain
