@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.leaky_scenarios import RATES
 from bench.record import Record, importable_here
-from harness.config import RunConfig
+from harness.config import RunConfig, read_budgets
 from harness.parent.matrix import Cell, CheckOptions, run_cell
 from harness.parent.runner import run
 from harness.registry import load_scenario, scenario_names
@@ -61,7 +61,8 @@ def true_growth(rundir: Path, window: tuple[float, float]) -> float:
 def accuracy(attr: str, duration: float, tmp: Path) -> dict[str, Any]:
     scenario = load_scenario(SPEC.format(attr))
     config = RunConfig(scenario=SPEC.format(attr), rundir=str(tmp / attr), duration_s=duration,
-                       warmup_s=5.0, budgets=scenario.budgets)
+                       warmup_s=5.0,
+                       budgets=read_budgets(scenario.budgets, "the scenario's budgets"))
     outcome = run(config)
     summary = outcome.summary
     window = summary.extra.get("window_s")

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable with
 
 from bench.record import Record
 from harness.analysis.summary import summarize
+from harness.config import read_budgets
 from harness.runfiles.records import GarbageLine, GcLine, HeaderLine, ObjectsLine
 from harness.runfiles.rundata import RunData, Series
 
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     run = build(args.hours, args.hz)
     before = peak_rss_mb()
     began = time.perf_counter()
-    analysis = summarize(run, BUDGETS)
+    analysis = summarize(run, read_budgets(BUDGETS, "the bench budgets"))
     elapsed = time.perf_counter() - began
     after = peak_rss_mb()
     rec.figures = {"samples": len(run.rss), "gc_lines": len(run.gc_events), "summarize_s": elapsed,

@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.analysis.calibration import ANY_SCENARIO, CALIBRATION_FILE, COMPARABLE, FORMAT
 from harness.analysis.runview import RunView
-from harness.analysis.units import parse_duration
 from harness.configure import scenario_config
 from harness.parent.runner import run
 from harness.registry import load_scenario, scenario_names
 from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.reader import load_samples
+from harness.units import parse_duration
 
 SIGNALS = ("rss", "uss", "heap", "py_blocks")
 # A handful of seeds shows less than the largest a healthy run can do; the

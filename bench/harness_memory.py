@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import report_scale as scale
 from bench.record import Record, importable_here
-from harness.config import RunConfig
+from harness.config import RunConfig, read_budgets
 from harness.parent.runner import conclude, run
 from harness.parent.supervisor import Ending, Snapshot
 from harness.parent.tail import SampleTail
@@ -73,7 +73,7 @@ def slope(x: np.ndarray, y: np.ndarray) -> float:
 def live_run(rec: Record, duration: float) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         config = RunConfig(scenario=SPEC, rundir=tmp, duration_s=duration, warmup_s=5.0,
-                           budgets=("rss: 50 MB/h",))
+                           budgets=read_budgets(["rss: 50 MB/h"], "the bench budgets"))
         watch = ParentWatch(config.path / SAMPLES_FILE)
 
         def never(data: RunData) -> bool:
@@ -128,7 +128,8 @@ def follow(samples: Path, hours: int) -> tuple[SampleTail, list[tuple[int, int]]
 def replay(rec: Record, hours: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         config = RunConfig(scenario="bench-replay", rundir=tmp, duration_s=hours * 3600.0,
-                           warmup_s=scale.WARMUP_S, budgets=scale.BUDGETS)
+                           warmup_s=scale.WARMUP_S,
+                           budgets=read_budgets(scale.BUDGETS, "the bench budgets"))
         tail, points = follow(config.path / SAMPLES_FILE, hours)
         began = time.monotonic()
         outcome = conclude(config, Ending("finished", [], 0, hours * 3600.0))

@@ -104,6 +104,7 @@ def measure(rundir: Path) -> None:
 
     Its figures go to ``measure.json`` in the run folder, for the parent to record."""
     from harness.analysis.summary import summarize
+    from harness.config import read_budgets
     from harness.runfiles.reader import load_samples
     from harness.runfiles.summary import Summary, write_summary
     from reports.run import write_run_report
@@ -111,7 +112,7 @@ def measure(rundir: Path) -> None:
     start = time.perf_counter()
     run = load_samples(rundir / "samples.jsonl")
     loaded = time.perf_counter()
-    analysis = summarize(run, BUDGETS, WARMUP_S)
+    analysis = summarize(run, read_budgets(BUDGETS, "the bench budgets"), WARMUP_S)
     analysed = time.perf_counter()
     end = run.event("end") or {"type": "event", "t": 0.0, "name": "end"}
     summary = Summary(

@@ -26,10 +26,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.record import Record, importable_here
-from harness.analysis.units import format_rate
 from harness.configure import scenario_config
 from harness.parent.runner import run
 from harness.registry import load_scenario
+from harness.units import format_rate
 
 SCENARIOS = ("radix-steady", "mamba-lru", "swa-lru", "unified-lru")
 SIGNALS = ("heap", "py_blocks", "rss", "uss", "shmem")

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.record import ROOT, Record
-from harness.analysis.budgets import parse_budget
+from harness.budgets import parse_budget
 from harness.parent.matrix import CheckOptions, plan, run_cell
 from harness.registry import load_scenario, scenario_names
 from scenarios.workloads.common import GENERIC_BUDGETS

@@ -2,19 +2,22 @@
 
 The parent writes it to ``<rundir>/config.json``; the worker reads it back and
 copies it into the samples header, so every result file says how it was made.
+Budgets are held parsed; the file keeps each as the text it was typed as, and
+:func:`read_budget` is the one place a budget's text is read.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.budgets import Budget, parse_budget
 from harness.errors import UsageError
-from harness.worker.samplers import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
+from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 
 GC_MODES = ("default", "server", "off")
 # Without an explicit --timeout a run may overrun its duration by this much
@@ -31,8 +34,8 @@ class SamplerIntervals:
 
     rss_s: float = 0.1
     uss_s: float = 1.0  # USS reads /proc/<pid>/smaps: too costly for 10 Hz
-    heap_s: float = 0.1  # mallinfo2 and the block count: under a microsecond each
-    tensors_s: float = 1.0  # the tensor census walks every object: stretched to 1.5% of the run
+    heap_s: float = 0.1  # mallinfo2 and the block count: cheap enough for 10 Hz
+    tensors_s: float = 1.0  # the tensor census walks every object: too costly for 10 Hz
     gc_flush_s: float = 1.0
     gauges_s: float = 0.5
     objects_s: float = 15.0  # walks every live object
@@ -66,10 +69,10 @@ class RunConfig:
     rss_ceiling: int | None = None  # bytes; None: half the machine's memory
     intervals: SamplerIntervals = field(default_factory=SamplerIntervals)
     samplers: tuple[str, ...] = SAMPLER_NAMES
-    budgets: tuple[str, ...] = ()
+    budgets: tuple[Budget, ...] = ()
     # Of ``budgets``, those skipped (with a reason) when the run has no such metric:
     # the scenario's declared budgets on a user's target (``--target``).
-    skippable_budgets: tuple[str, ...] = ()
+    skippable_budgets: tuple[Budget, ...] = ()
 
     def __post_init__(self) -> None:
         self._check_limits()
@@ -116,11 +119,18 @@ class RunConfig:
             return OPS_ONLY_TIMEOUT_S
         return self.duration_s + TIMEOUT_SLACK_S
 
+    @property
+    def budget_texts(self) -> tuple[str, ...]:
+        """The budgets as typed: what config.json and the samples header keep."""
+        return tuple(b.text for b in self.budgets)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["options"] = dict(self.options)
-        for key in ("inject", "samplers", "budgets", "skippable_budgets"):
+        for key in ("inject", "samplers"):
             data[key] = list(data[key])
+        for key in BUDGET_FIELDS:
+            data[key] = [b.text for b in getattr(self, key)]
         return data
 
     @classmethod
@@ -131,9 +141,12 @@ class RunConfig:
             raise UsageError(f"unknown run config field {extra[0]!r}.")
         values = dict(data)
         values["intervals"] = SamplerIntervals(**values.get("intervals", {}))
-        for key in ("inject", "samplers", "budgets", "skippable_budgets"):
+        for key in ("inject", "samplers"):
             if key in values:
                 values[key] = tuple(values[key])
+        for key in BUDGET_FIELDS:
+            if key in values:
+                values[key] = read_budgets(map(str, values[key]), f"run config {key}")
         return cls(**values)
 
     def dump(self, path: Path) -> None:
@@ -142,6 +155,26 @@ class RunConfig:
     @classmethod
     def load(cls, path: Path) -> RunConfig:
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+BUDGET_FIELDS = ("budgets", "skippable_budgets")
+
+
+def read_budget(text: str, where: str) -> Budget:
+    """The budget ``text`` says; a UsageError naming ``where`` (its source) if malformed.
+
+    Every face and the config file come through here, so a budget is parsed once,
+    where it enters, and travels parsed from then on.
+    """
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def read_budgets(texts: Iterable[str], where: str) -> tuple[Budget, ...]:
+    """:func:`read_budget` of each text, in order."""
+    return tuple(read_budget(text, where) for text in texts)
 
 
 def seconds_text(value: float) -> str:
@@ -174,7 +207,7 @@ def reproduce_command(config: RunConfig) -> str:
         argv += ["--target", config.target]
     for budget in config.budgets:
         if budget not in config.skippable_budgets:  # declared ones come back from the scenario
-            argv += ["--budget", budget]
+            argv += ["--budget", budget.text]
     if not set(ATTRIBUTION_SAMPLERS) & set(config.samplers):
         argv += ["--no-attribution"]
     return shlex.join(argv)

@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.budgets import Budget, parse_budget
-from harness.analysis.units import parse_duration
 from harness.api import Scenario
-from harness.config import DEFAULT_HEARTBEAT_S, RunConfig
+from harness.budgets import Budget
+from harness.config import DEFAULT_HEARTBEAT_S, RunConfig, read_budget
 from harness.errors import UsageError
+from harness.units import parse_duration
 
 OFF = "off"
 # Budgets as a face takes them: strings ("rss: 50 MB/h", "rss: off") or a mapping
@@ -72,26 +72,26 @@ def scenario_config(
         gc_mode=gc_mode or scenario.gc_mode,
         budgets=merged,
         # A user's cache need not publish the reference cache's gauges.
-        skippable_budgets=tuple(b for b in merged if b in scenario.budgets) if target else (),
+        skippable_budgets=tuple(b for b in merged if b.text in scenario.budgets) if target else (),
         **limits,
     )
 
 
 def merge_budgets(
     declared: Sequence[str], overrides: BudgetOverrides, where: str = "budgets"
-) -> tuple[str, ...]:
+) -> tuple[Budget, ...]:
     """The scenario's budgets with the overrides applied (the rule in the module doc)."""
-    merged: dict[tuple[str, str, str], str] = {}
+    merged: dict[tuple[str, str, str], Budget] = {}
     for text in declared:
-        budget = _budget(text, "the scenario's budgets")
-        merged[(budget.metric, budget.kind, budget.per)] = text
+        budget = read_budget(text, "the scenario's budgets")
+        merged[(budget.metric, budget.kind, budget.per)] = budget
     for text in override_texts(overrides, where):
         metric, _, limit = text.partition(":")
         if limit.strip().lower() == OFF:
             merged = {key: kept for key, kept in merged.items() if key[0] != metric.strip()}
             continue
-        budget = _budget(text, where)
-        merged[(budget.metric, budget.kind, budget.per)] = text
+        budget = read_budget(text, where)
+        merged[(budget.metric, budget.kind, budget.per)] = budget
     return tuple(merged.values())
 
 
@@ -103,13 +103,6 @@ def override_texts(overrides: BudgetOverrides, where: str = "budgets") -> list[s
         return [f"{metric}: {OFF if limit is None else limit}" for metric, limit in
                 overrides.items()]
     return list(overrides)
-
-
-def _budget(text: str, where: str) -> Budget:
-    try:
-        return parse_budget(text)
-    except ValueError as exc:
-        raise UsageError(f"{where}: {exc}") from None
 
 
 def duration_from(where: str, text: str) -> float:

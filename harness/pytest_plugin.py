@@ -102,10 +102,11 @@ class LeakRunner:
 
 
 def _write_report(rundir: Path) -> Path | None:
+    from harness.analysis.upgrade import upgrade
     from reports.run import write_run_report
 
     try:
-        return write_run_report(rundir)
+        return write_run_report(rundir, upgrade=upgrade)
     except UsageError:
         return None
 

@@ -7,8 +7,7 @@ plot is drawn (:mod:`reports.render.figure`).
 - :mod:`reports.run`: ``write_run_report``, the plots and ``report.html`` of one run
 - :mod:`reports.suite`: ``write_suite_report``, the detection matrix, ``junit.xml``, text
 - :mod:`reports.compare`: ``write_comparison``, two runs on shared axes, growth ratio
-- :mod:`reports.history`: ``append_suite``, ``trends``, ``flag_regressions``,
-  ``write_trend_plots`` over an SQLite history
+- :mod:`reports.history`: ``write_trend_plots`` and ``flag_sentence`` over the history
 - :mod:`reports.render`: what they share: HTML pieces, number formats, figures,
   downsampling, the fitted line as ``summary.json`` stores it
 

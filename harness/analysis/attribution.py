@@ -25,10 +25,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from harness.analysis.budgets import Budget
 from harness.analysis.cycle_shapes import aggregate_cycles
-from harness.analysis.units import format_rate
 from harness.analysis.verdict import Judgement
+from harness.budgets import Budget
 from harness.runfiles.records import (
     AllocLine,
     EventLine,
@@ -41,6 +40,7 @@ from harness.runfiles.records import (
     TensorView,
 )
 from harness.runfiles.rundata import RunData
+from harness.units import format_rate
 
 FAILING = ("leak", "suspicious")
 ALLOCATED_SIGNALS = ("heap", "py_blocks", "rss", "uss")  # growth allocation windows can explain

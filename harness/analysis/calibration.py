@@ -2,10 +2,10 @@
 
 RSS and Python block counts of a fixed cache keep climbing for minutes while
 the tree and the traffic's conversation histories fill towards their bounds
-(DESIGN.md, practical notes: RSS +26 to +107 MB/h over the first 40 s), while
-the C heap stays flat. A rule that compared an interval with a budget alone
-would call a healthy cache a leak, so each rate is judged on its excess over
-the growth the fixed cache shows over a window of the same length.
+(RSS by tens of MB/h over the first minute), while the C heap stays flat. A
+rule that compared an interval with a budget alone would call a healthy cache
+a leak, so each rate is judged on its excess over the growth the fixed cache
+shows over a window of the same length.
 
 ``calibration.json`` beside this module holds that growth, written by
 ``bench/calibrate.py`` from runs of the fixed scenarios (``make calibrate``):

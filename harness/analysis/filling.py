@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.slope import Slope, sen_slope
-from harness.analysis.units import format_duration, format_rate
 from harness.runfiles.rundata import Series
+from harness.units import format_duration, format_rate
 
 FILL_GAUGE = "cached_tokens"
 NODE_GAUGE = "tree_nodes"

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.basis import Basis
 from harness.analysis.shapes import find_sawtooth
 from harness.analysis.trend import TAIL_FRACTION, Trend
+from harness.basis import Basis
 from harness.runfiles.rundata import FloatArray, clean
 
 

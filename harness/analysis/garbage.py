@@ -1,6 +1,6 @@
 """Garbage by type, live-object growth by type, collections and pauses per minute.
 
-Inputs are the raw records of :class:`harness.rundata.RunData`: gc callback lines
+Inputs are the raw records of :class:`harness.runfiles.rundata.RunData`: gc callback lines
 (``t``, ``gen``, ``count``, ``collected``, ``pause_s``, ``ops``), garbage windows
 (``t``, ``ops``, ``count``, ``by_type``, ``bytes_by_type``) and object windows
 (``t``, ``ops``, ``counts``). Operation counts are cumulative; rates are per

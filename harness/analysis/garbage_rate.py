@@ -4,7 +4,7 @@ Every object the cyclic collector frees was garbage in a reference cycle: a
 cache that unlinks its nodes cleanly makes none (reference counting frees
 them), so objects per operation is the sharpest leak signal there is.
 
-Two kinds of record carry it (see :mod:`harness.rundata`): ``gc`` lines (young
+Two kinds of record carry it (see :mod:`harness.runfiles.rundata`): ``gc`` lines (young
 generations 0 and 1 summed per flush, about once a second; every gen-2 on its
 own) and garbage windows (what a forced collection found). The estimate is
 all of them over the work done. Its interval has two sides to it:

@@ -23,11 +23,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.analysis.basis import BASIS_SUFFIX
 from harness.analysis.shapes import Level
 from harness.analysis.slope import Slope
 from harness.analysis.trend import Trend
-from harness.analysis.units import format_rate
+from harness.basis import BASIS_SUFFIX
+from harness.units import format_rate
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,12 @@ the full-length trend several times and must compute it once.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from harness.analysis import garbage as gb
-from harness.analysis.basis import BASIS_WORDS
-from harness.analysis.budgets import Budget
 from harness.analysis.calibration import (
     ANY_SCENARIO,
     UNCALIBRATED,
@@ -35,11 +32,13 @@ from harness.analysis.fitline import FittedLine, fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import CENSUS_SUSTAIN, SUSTAIN, Level, level
 from harness.analysis.trend import Trend, growth
-from harness.analysis.units import format_duration, format_rate
 from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
 from harness.analysis.windows import attribution_windows, bridged, held_back, traced_bytes, without
-from harness.runfiles.rundata import RunData, Series
+from harness.basis import BASIS_WORDS
+from harness.budgets import Budget
+from harness.runfiles.rundata import RunData, Series, ops_series, workload_end
 from harness.runfiles.signals import MEMORY_SIGNALS
+from harness.units import format_duration, format_rate
 
 GARBAGE = "cyclic_garbage"
 FILLING_RULE = "-filling"  # suffix of a leak rule downgraded while the cache fills
@@ -61,7 +60,6 @@ QUANTUM = {"shmem": PAGE, "rss": PAGE, "uss": PAGE}  # the smallest step a serie
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
 CENSUS_SERIES = ("tensor_pinned",)  # counted, not allocated: an allocation window moves none
 COUNT_SIGNALS = tuple(name for name, unit in MEMORY_SIGNALS.items() if not unit)
-END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
 BYTE_SERIES = ("rss", "uss", *(name for name, unit in MEMORY_SIGNALS.items() if unit == "B"))
 WARMUP_NOTE_FRACTION = 0.1  # say so when automatic warm-up hid this much of a window
 
@@ -98,7 +96,7 @@ class RunView:
             else without(s, self.traced)
             for name, s in self.series.items()
         }
-        self.ops = _ops_series(run)
+        self.ops = ops_series(run)
         self.end_s = workload_end(run, self.ops)
         if until_s is not None:  # an early stop's decision: judged on what it saw
             self.end_s = min(self.end_s, until_s)
@@ -346,37 +344,6 @@ def _warmup_note(name: str, series: Series, start_s: float, trend: Trend) -> str
     )
 
 
-def _ops_series(run: RunData) -> Series:
-    """Cumulative operations over time: the run's own, else from records carrying ``ops``."""
-    if len(run.ops) >= 2:
-        return run.ops
-    records = [*run.gc_events, *run.garbage_windows, *run.object_windows]
-    points = sorted((float(r["t"]), float(r["ops"])) for r in records if "ops" in r)
-    t = np.asarray([p[0] for p in points], dtype=np.float64)
-    v = np.maximum.accumulate(np.asarray([p[1] for p in points], dtype=np.float64)) if points else t
-    return Series(t, v, "ops")
-
-
-def data_end(run: RunData) -> float:
-    """Where the analysis of ``run`` as it stands would end (see :func:`workload_end`)."""
-    return workload_end(run, _ops_series(run))
-
-
-def workload_end(run: RunData, ops: Series) -> float:
-    """Seconds at which the workload stopped: the ``loop_end`` (or ``crash``) event.
-
-    After it the worker takes its final garbage and objects windows and the
-    malloc_trim probe, which move RSS by megabytes for the harness's reasons
-    (seen: -1 to -9 MB within 0.5 s of the end of 20 s runs); a drop like that
-    in the last samples turns a steady climb into a "sawtooth" and, on a short
-    run, puts the interval's lower bound far below zero. Runs recorded without
-    either event end at their last sample.
-    """
-    last = _last_time(run, ops)
-    stops = [float(e["t"]) for e in run.events if e.get("name") in END_EVENTS]
-    return min([last, *stops])
-
-
 def _garbage_until(run: RunData, end_s: float) -> gb.Found | None:
     """Garbage found, with records taken after the workload stopped moved back to its end.
 
@@ -393,10 +360,3 @@ def _garbage_until(run: RunData, end_s: float) -> gb.Found | None:
 def _first_time(run: RunData) -> float:
     firsts = [float(np.min(s.t)) for s in (run.rss, run.ops, *run.gauges.values()) if len(s)]
     return min(firsts, default=0.0)
-
-
-def _last_time(run: RunData, ops: Series) -> float:
-    lasts = [float(np.max(s.t)) for s in (run.rss, run.uss, ops, *run.gauges.values()) if len(s)]
-    lasts += [float(r["t"]) for r in run.gc_events[-1:]]  # written in time order
-    finite = [x for x in lasts if math.isfinite(x)]
-    return max(finite, default=0.0)

@@ -18,9 +18,8 @@ from typing import Any
 
 from harness.analysis import garbage as gb
 from harness.analysis.attribution import Finding, where_it_grows
-from harness.analysis.budgets import Budget, parse_budget
 from harness.analysis.calibration import Calibration
-from harness.analysis.cycle_shapes import aggregate_cycles
+from harness.analysis.cycle_shapes import CycleShape, aggregate_cycles
 from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
 from harness.analysis.runview import (
     FILLING_RULE,
@@ -38,6 +37,7 @@ from harness.analysis.verdict import (
     time_to_detect,
     worst,
 )
+from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
 
 ANALYSIS_VERSION = 1
@@ -69,37 +69,37 @@ class Analysis:
 
 def summarize(
     run: RunData,
-    budgets: Sequence[str],
+    budgets: Sequence[Budget],
     warmup_s: float | None = None,
     *,
     outcome: str | None = None,
     outcome_reason: str | None = None,
     calibration: Calibration | None = None,
-    skippable: Collection[str] = (),
+    skippable: Collection[Budget] = (),
     until_s: float | None = None,
 ) -> Analysis:
-    """Analyse ``run`` against ``budgets`` (strings, see :mod:`harness.analysis.budgets`).
+    """Analyse ``run`` against ``budgets`` (parsed where they were typed: :mod:`harness.budgets`).
 
     ``warmup_s``: seconds since start before which nothing is measured; None
     takes the run's ``warmup_end`` event (or 0). The window ends where the
     workload stopped (the ``loop_end`` or ``crash`` event, see
-    :func:`harness.analysis.runview.workload_end`). Automatic detection may cut a
+    :func:`harness.runfiles.rundata.workload_end`). Automatic detection may cut a
     further transient per series, never more than a third of what remains.
     ``outcome``: the runner's process verdict (``crashed``, ``hung``,
     ``ceiling``, ``error``), which overrides; the partial data is still
     analysed, and budgets naming gauges the run never recorded are reported
     instead of raising. ``calibration``: the healthy growth rates are judged
     against (default: the shipped one, :mod:`harness.analysis.calibration`).
-    ``skippable``: budgets (texts) skipped with a stated reason when the run has
+    ``skippable``: budgets skipped with a stated reason when the run has
     no such metric (the scenario's gauge budgets on a user's cache).
     ``until_s``: end the window here at the latest (an early stop judges the
     samples that made its decision, not the ones that came while it stopped).
-    Raises ``ValueError`` for malformed or unknown budgets.
+    Raises ``ValueError`` for a budget on an unknown metric or in the wrong unit.
     """
     view = RunView(run, warmup_s if warmup_s is not None else run.warmup_end_s, calibration,
                    until_s)
-    parsed = [parse_budget(text) for text in budgets]
-    skipped = [b for b in parsed if b.text in skippable and b.metric not in view.known()]
+    parsed = list(budgets)
+    skipped = [b for b in parsed if b in skippable and b.metric not in view.known()]
     parsed = [b for b in parsed if b not in skipped]
     for budget in parsed:
         view.check(budget, tolerate_missing=outcome is not None)
@@ -220,12 +220,24 @@ def _details(
         "object_growth": [
             dataclasses.asdict(row) for row in gb.object_growth(run.object_windows, view.start_s)
         ][:TOP_ROWS],
-        "cycles": [
-            {"shape": list(c.shape), "count": c.count, "retained_bytes": c.retained_bytes,
-             "types": list(c.types)}
-            for c in aggregate_cycles(cycles)
-        ],
+        "cycles": cycle_details(aggregate_cycles(cycles)),
+        "limits": budget_limits(budgets),
     }
+
+
+def cycle_details(shapes: Sequence[CycleShape]) -> list[dict[str, Any]]:
+    """The aggregated cycles as the summary stores them (the run page's cycle table)."""
+    return [
+        {"shape": list(c.shape), "count": c.count, "retained_bytes": c.retained_bytes,
+         "types": list(c.types)}
+        for c in shapes
+    ]
+
+
+def budget_limits(budgets: Sequence[Budget]) -> list[dict[str, Any]]:
+    """Each budget parsed, by its text: reports draw limits without reading budget texts."""
+    return [{"text": b.text, "metric": b.metric, "kind": b.kind, "limit": b.limit, "unit": b.unit}
+            for b in budgets]
 
 
 __all__ = ["Analysis", "Metric", "slope_metric", "summarize"]

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.basis import Basis
 from harness.analysis.shapes import (
     Step,
     find_sawtooth,
@@ -38,6 +37,7 @@ from harness.analysis.shapes import (
     warmup_end,
 )
 from harness.analysis.slope import Slope, residuals, robust_spread, sen_slope
+from harness.basis import Basis
 from harness.runfiles.rundata import FloatArray, clean
 
 MIN_SAMPLES = 8

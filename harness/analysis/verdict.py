@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.budgets import Budget
 from harness.analysis.shapes import Level
-from harness.analysis.units import format_duration, format_rate
+from harness.budgets import Budget
+from harness.units import format_duration, format_rate
 from harness.verdicts import ENDING_VERDICTS
 
 SEVERITY = {"pass": 0, "suspicious": 1, "error": 2, "leak": 3}

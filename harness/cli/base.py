@@ -1,14 +1,26 @@
-"""What every subcommand shares: the Command protocol and SIGTERM taken as Ctrl-C."""
+"""What every subcommand shares: the Command protocol, SIGTERM taken as Ctrl-C, and
+the helpers several faces use (the target's form, run folder names, the run report).
+
+Faces share through this module, never by importing each other's commands.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Protocol
+
+from harness.errors import UsageError
+
+RESULTS_DIR = Path("results") / "runs"
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class Signals:
@@ -63,3 +75,28 @@ class Command(Protocol):
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
+
+
+def check_target_spec(target: str | None) -> None:
+    """The form of ``--target`` (whether it imports, the worker says before it runs)."""
+    if target is not None and not _TARGET.match(target):
+        raise UsageError(f"--target {target!r} is not 'module:callable'.")
+
+
+def default_rundir(name: str) -> Path:
+    """A new folder under ``results/runs`` named after ``name`` and the time."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = RESULTS_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():  # two runs in the same second
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def write_report(rundir: Path) -> Path:
+    """The run's ``report.html``; an older summary is first brought up to date in memory."""
+    from harness.analysis.upgrade import upgrade
+    from reports.run import write_run_report  # lazy: matplotlib stays off the run path
+
+    return write_run_report(rundir, upgrade=upgrade)

@@ -7,9 +7,8 @@ import threading
 from pathlib import Path
 
 from harness.api import load_callable
-from harness.cli.base import interrupts
+from harness.cli.base import check_target_spec, interrupts
 from harness.cli.check_view import make_view
-from harness.cli.run import check_target_spec
 from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
@@ -54,8 +53,7 @@ class CheckCommand:
         if args.jobs < 1:
             raise UsageError("-j must be at least 1.")
         # Everything a cell would refuse, refused once here before any worker starts.
-        if args.duration is not None:
-            duration_from("--duration", args.duration)
+        duration_s = None if args.duration is None else duration_from("--duration", args.duration)
         check_target_spec(args.target)
         merge_budgets((), args.budget, "--budget")
         scenarios = [load_scenario(name) for name in scenario_names()]
@@ -66,7 +64,7 @@ class CheckCommand:
         for sentence in not_applicable:
             print(sentence)
         out = Path(args.out)
-        options = CheckOptions(out=out, duration=args.duration, nightly=args.nightly,
+        options = CheckOptions(out=out, duration_s=duration_s, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
         cancel = threading.Event()

@@ -10,9 +10,9 @@ import sys
 import threading
 from typing import Any
 
-from harness.analysis.units import format_bytes
 from harness.parent.matrix import Cell, CellResult
 from harness.parent.supervisor import Snapshot
+from harness.units import format_bytes
 
 
 class PlainView:

@@ -27,12 +27,13 @@ class CompareCommand:
                             help="folder for compare.png and compare.html")
 
     def run(self, args: argparse.Namespace) -> int:
+        from harness.analysis.upgrade import upgrade
         from reports.compare import write_comparison
 
         for path in (args.a, args.b):
             if not (path / SUMMARY_FILE).exists():
                 raise UsageError(f"{path} is not a run folder (no {SUMMARY_FILE}).")
-        comparison = write_comparison(args.a, args.b, args.out)
+        comparison = write_comparison(args.a, args.b, args.out, upgrade=upgrade)
         print(comparison.sentence)
         print(f"comparison: {comparison.html}")
         return 0

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from harness.api import load_callable
-from harness.cli.run import check_target_spec
+from harness.cli.base import check_target_spec
 from harness.errors import UsageError
 from harness.registry import load_scenario, scenario_names
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from harness.analysis.units import format_rate
 from harness.errors import UsageError
+from harness.history import Trend, regressions, trends
+from harness.units import format_rate
 
 
-def trend_line(trend: Any) -> str:
+def trend_line(trend: Trend) -> str:
     """``mamba-lru[fixed]: 14 runs, latest pass, RSS +1.2 MB/h, verdicts pass x14``"""
     latest = trend.points[-1]
     growth = "n/a" if latest.growth_per_h is None else format_rate(latest.growth_per_h, "B/h")
@@ -41,7 +41,7 @@ class HistoryCommand:
                             help="folder for the trend plots")
 
     def run(self, args: argparse.Namespace) -> int:
-        from reports.history import flag_regressions, trends, write_trend_plots
+        from reports.history import flag_sentence, write_trend_plots
 
         if args.nights < 1:
             raise UsageError("--nights must be at least 1.")
@@ -51,7 +51,7 @@ class HistoryCommand:
             print(trend_line(trend))
         plots = write_trend_plots(args.db, args.plots, args.nights)
         print(f"{len(plots)} trend plots in {args.plots}")
-        flags = [f for f in flag_regressions(args.db, args.scenario) if f.direction == "up"]
+        flags = regressions(args.db, args.scenario)
         for flag in flags:
-            print(f"REGRESSION: {flag.sentence}")
+            print(f"REGRESSION: {flag_sentence(flag)}")
         return 1 if flags else 0

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 from harness.analysis.calibration import UNCALIBRATED
-from harness.cli.base import interrupts
-from harness.cli.run import default_rundir, write_report
+from harness.cli.base import default_rundir, interrupts, write_report
 from harness.config import RunConfig, SamplerIntervals
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
@@ -34,7 +33,7 @@ from harness.parent.recording import (
 from harness.runfiles.names import RECORD_INDEX, RECORD_SUMMARY
 from harness.runfiles.signals import JUDGED_SIGNALS
 from harness.verdicts import exit_code
-from harness.worker.samplers import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
+from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 
 RECORD_DIR = Path("results") / "record"
 # Generic budgets: what any process has. cyclic_garbage is per 1000 operations,
@@ -120,7 +119,7 @@ def record_config(args: argparse.Namespace, name: str) -> RunConfig:
     budgets = merge_budgets(RECORD_BUDGETS, args.budget, "--budget")
     # Gauges come from the program as it runs: a budget on one is skipped, with its
     # reason, when the program never registers it.
-    gauges = tuple(b for b in budgets if b.partition(":")[0].strip() not in JUDGED_SIGNALS)
+    gauges = tuple(b for b in budgets if b.metric not in JUDGED_SIGNALS)
     out = Path(args.out) if args.out else RECORD_DIR / default_rundir(name).name
     return RunConfig(
         scenario=UNCALIBRATED, rundir=str(out), duration_s=duration,

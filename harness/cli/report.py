@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.base import write_report
 from harness.cli.suite_out import finish_suite
 from harness.errors import UsageError
 from harness.parent.runner import reanalyse
@@ -52,11 +53,9 @@ class ReportCommand:
         parser.add_argument("--history", type=Path, help="append the runs to this database")
 
     def run(self, args: argparse.Namespace) -> int:
-        from reports.run import write_run_report
-
         rundirs = find_rundirs(args.paths)
         if len(rundirs) == 1 and args.out is None and args.history is None:
-            print(f"report: {write_run_report(rundirs[0])}")
+            print(f"report: {write_report(rundirs[0])}")
             return 0
         out = args.out or (args.paths[0] if len(args.paths) == 1 else Path("results/merged"))
         return finish_suite(rundirs, out, args.history)

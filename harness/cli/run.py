@@ -7,26 +7,21 @@ malformed value becomes a UsageError whose sentence names the flag.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import threading
-import time
 from pathlib import Path
 
-from harness.analysis.units import parse_size
 from harness.api import Scenario
-from harness.cli.base import interrupts
+from harness.cli.base import check_target_spec, default_rundir, interrupts, write_report
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import duration_from, scenario_config
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine
 from harness.parent.runner import prepare_rundir, run
 from harness.registry import check_injections, load_scenario
+from harness.units import parse_size
 from harness.verdicts import exit_code
-from harness.worker.samplers import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
-
-RESULTS_DIR = Path("results") / "runs"
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 
 
 class RunCommand:
@@ -65,12 +60,6 @@ class RunCommand:
         print(f"run folder: {outcome.rundir}")
         print(f"report: {write_report(outcome.rundir)}")
         return signals.exit_code(exit_code(outcome.verdict))
-
-
-def write_report(rundir: Path) -> Path:
-    from reports.run import write_run_report  # lazy: matplotlib stays off the run path
-
-    return write_run_report(rundir)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,24 +112,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[Scenario, RunConfig]:
     return scenario, config
 
 
-def check_target_spec(target: str | None) -> None:
-    """The form of ``--target`` (whether it imports, the worker says before it runs)."""
-    if target is not None and not _TARGET.match(target):
-        raise UsageError(f"--target {target!r} is not 'module:callable'.")
-
-
 def size(flag: str, text: str) -> int:
     try:
         return parse_size(text)
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
-
-
-def default_rundir(name: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = RESULTS_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{stamp}"
-    candidate, n = base, 1
-    while candidate.exists():  # two runs in the same second
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate

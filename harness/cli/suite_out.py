@@ -1,11 +1,15 @@
 """What ``check`` and ``report`` do once run folders exist: the suite report
-(index.html, junit.xml, summary.txt), the history rows and the regression flags."""
+(index.html, junit.xml, summary.txt), the history rows and the regression flags.
+
+The exit code is the matrix's and the history's rule (:mod:`harness.history`);
+the reports only draw and word them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.history import append_suite, regressions
 from harness.runfiles.samples import short_commit
 
 
@@ -16,19 +20,20 @@ def finish_suite(
     """Write the suite report and history (rows under the commit of the code under
     test: ``target``'s repository, else the harness's); 0 when every cell is right
     and nothing is flagged, else 1."""
-    from reports.history import append_suite, flag_regressions, write_trend_plots
+    from harness.analysis.upgrade import upgrade
+    from reports.history import flag_sentence, write_trend_plots
     from reports.suite import write_suite_report
     from reports.suite.outputs import TRENDS_DIR
 
     flagged, notes = [], []
     if history is not None:  # first, so the index links the trend plots
         added = append_suite(history, rundirs, commit=short_commit(target))
-        flagged = [f for f in flag_regressions(history) if f.direction == "up"]
+        flagged = regressions(history)
         plots = write_trend_plots(history, out / TRENDS_DIR)
         notes.append(f"history: {added.added} rows added to {history}; {len(plots)} trend plots "
                      f"in {out / TRENDS_DIR}")
-        notes += [f"REGRESSION: {flag.sentence}" for flag in flagged]
-    report = write_suite_report(rundirs, out, not_applicable=not_applicable)
+        notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
+    report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade)
     print(report.text)
     print(f"suite report: {report.index}")
     for note in notes:

@@ -19,7 +19,6 @@ from threading import Event
 from typing import Protocol
 
 from harness.analysis.summary import summarize
-from harness.analysis.units import parse_duration
 from harness.api import Scenario
 from harness.config import RunConfig
 from harness.configure import scenario_config
@@ -27,6 +26,7 @@ from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.parent.supervisor import Snapshot
 from harness.runfiles.rundata import RunData
+from harness.units import parse_duration
 from harness.verdicts import cell_correct
 
 MIN_SAMPLES_TO_STOP = 20  # never stop on the first second of samples
@@ -62,7 +62,7 @@ class CellResult:
 @dataclass(frozen=True)
 class CheckOptions:
     out: Path
-    duration: str | None = None  # None: each scenario's check (or nightly) duration
+    duration_s: float | None = None  # None: each scenario's check (or nightly) duration
     nightly: bool = False
     seed: int = 0
     gc_mode: str | None = None
@@ -105,7 +105,8 @@ def cell_config(cell: Cell, options: CheckOptions) -> RunConfig:
     return scenario_config(
         scenario,
         options.out / scenario.name / cell.name.replace(":", "-"),
-        duration_s=parse_duration(options.duration or default),
+        duration_s=options.duration_s if options.duration_s is not None
+        else parse_duration(default),
         inject=() if cell.inject is None else (cell.inject,),
         seed=options.seed,
         target=options.target,

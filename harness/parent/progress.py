@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from harness.analysis.units import format_bytes
 from harness.config import RunConfig
 from harness.parent.supervisor import Snapshot
+from harness.units import format_bytes
 
 MAX_GAUGES = 2  # more would wrap an 80-column line
 PLAIN_EVERY_S = 10.0  # seconds between plain progress lines off a terminal

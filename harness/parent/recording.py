@@ -46,7 +46,7 @@ from harness.runfiles.names import (
 )
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.samples import PROJECT_ROOT
+from harness.runfiles.samples import REPO_ROOT
 from harness.verdicts import INTERRUPTED
 
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -121,7 +121,7 @@ def recording_env(out: Path, follow: bool, config: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV] = json.dumps({"out": str(out), "follow": follow, "config": config.to_dict()})
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths, str(PROJECT_ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths, str(REPO_ROOT)])
     return env
 
 

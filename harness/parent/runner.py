@@ -2,7 +2,7 @@
 
 The library face of the engine: the CLI, ``check`` and pytest call this, never
 argparse. The parent starts the worker in its own session, watches it
-(``harness.supervisor``), kills its whole process group whatever happened, then
+(``harness.parent.supervisor``), kills its whole process group whatever happened, then
 loads the samples, analyses them and writes ``summary.json``. A run the worker
 refused before its workload started (see ``harness.worker.main``) is no run: its
 files are removed and the sentence is raised as a UsageError.
@@ -237,7 +237,7 @@ def extra_fields(config: RunConfig, ending: Ending, analysis: Analysis | None) -
     """Facts beyond summary v1's fixed fields, for reports and for people."""
     extra: dict[str, Any] = {
         "rundir": str(config.path), "ending": ending.status, "exit_code": ending.exit_code,
-        "budgets": list(config.budgets),  # what was judged, after the overrides
+        "budgets": list(config.budget_texts),  # what was judged, after the overrides
     }
     if analysis is not None:
         full = analysis.to_json()

@@ -2,7 +2,7 @@
 
 It polls ten times a second, reads only what the worker wrote (the samples file
 and the heartbeat's mtime) and ends in an ``Ending``: how the process ended and
-why, in sentences. Analysis comes after, in ``harness.runner``.
+why, in sentences. Analysis comes after, in ``harness.parent.runner``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from threading import Event
 
-from harness.analysis.runview import data_end
 from harness.config import RunConfig
 from harness.control import request_stop
 from harness.errors import UsageError
@@ -164,7 +163,7 @@ class Supervisor:
             self._note("the early-stop check", exc)
             return
         if certain:
-            self.decided_through_s = data_end(data)
+            self.decided_through_s = data.data_end_s
             self._request_stop("early stop")
 
     def _note(self, what: str, exc: Exception) -> None:

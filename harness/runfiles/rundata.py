@@ -11,6 +11,7 @@ plots start from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +30,7 @@ from harness.runfiles.records import (
 )
 
 FloatArray = npt.NDArray[np.float64]
+END_EVENTS = ("loop_end", "crash")  # the workload stopped: later samples are the harness's
 
 
 @dataclass
@@ -78,6 +80,14 @@ class RunData:
         found = [e for e in self.events if e.get("name") == name]
         return found[-1] if found else None
 
+    @property
+    def data_end_s(self) -> float:
+        """Where an analysis of the samples so far would end (see :func:`workload_end`).
+
+        The supervisor reports it as the point an early stop decided on.
+        """
+        return workload_end(self, ops_series(self))
+
 
 def clean(t: FloatArray, v: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Float arrays without NaN samples, sorted by time (loaders may interleave)."""
@@ -88,3 +98,35 @@ def clean(t: FloatArray, v: FloatArray) -> tuple[FloatArray, FloatArray]:
         order = np.argsort(t, kind="stable")
         t, v = t[order], v[order]
     return t, v
+
+
+def ops_series(run: RunData) -> Series:
+    """Cumulative operations over time: the run's own, else from records carrying ``ops``."""
+    if len(run.ops) >= 2:
+        return run.ops
+    records = [*run.gc_events, *run.garbage_windows, *run.object_windows]
+    points = sorted((float(r["t"]), float(r["ops"])) for r in records if "ops" in r)
+    t = np.asarray([p[0] for p in points], dtype=np.float64)
+    v = np.maximum.accumulate(np.asarray([p[1] for p in points], dtype=np.float64)) if points else t
+    return Series(t, v, "ops")
+
+
+def workload_end(run: RunData, ops: Series) -> float:
+    """Seconds at which the workload stopped: the ``loop_end`` (or ``crash``) event.
+
+    After it the worker takes its final garbage and objects windows and the
+    malloc_trim probe, which move RSS by megabytes for the harness's reasons; a
+    drop like that in the last samples turns a steady climb into a "sawtooth"
+    and, on a short run, puts the interval's lower bound far below zero. Runs
+    recorded without either event end at their last sample.
+    """
+    last = _last_time(run, ops)
+    stops = [float(e["t"]) for e in run.events if e.get("name") in END_EVENTS]
+    return min([last, *stops])
+
+
+def _last_time(run: RunData, ops: Series) -> float:
+    lasts = [float(np.max(s.t)) for s in (run.rss, run.uss, ops, *run.gauges.values()) if len(s)]
+    lasts += [float(r["t"]) for r in run.gc_events[-1:]]  # written in time order
+    finite = [x for x in lasts if math.isfinite(x)]
+    return max(finite, default=0.0)

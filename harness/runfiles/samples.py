@@ -25,7 +25,9 @@ from harness.runfiles.records import HeaderLine, SampleLine
 
 SCHEMA = "leak-harness/samples"
 VERSION = 1
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The folder holding the ``harness`` package: where its commit is read, and what a
+# recorded program gets on its path to import ``harness`` (and nothing below it).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SampleWriter:
@@ -113,7 +115,7 @@ def torch_version() -> str | None:
         return None
 
 
-def git_commit(folder: Path = PROJECT_ROOT) -> str:
+def git_commit(folder: Path = REPO_ROOT) -> str:
     """The commit of the repository holding ``folder`` (default: the harness's own),
     or ``unknown (why)`` outside a repository."""
     try:
@@ -153,7 +155,7 @@ def commit_under_test(target: str | None = None) -> str:
     given, else the harness's (whose reference cache is then what runs). Read in
     that code's own folder, never the caller's: run from inside another
     repository, the current directory would give that one's commit."""
-    return git_commit(target_folder(target) or PROJECT_ROOT)
+    return git_commit(target_folder(target) or REPO_ROOT)
 
 
 def short_commit(target: str | None = None) -> str | None:

@@ -13,18 +13,23 @@ Version history of ``leak-harness/summary``:
   ``mid_value`` (the line's value at the window's middle, in ``value_unit``);
   ``per_h`` and ``ci`` (the judged slope and its 95% interval, in ``unit``,
   ``value_unit`` per hour).
+- 3: also stores what the run page shows, so reports render without
+  analysing: ``extra.analysis.limits`` (each budget parsed: ``text``,
+  ``metric``, ``kind`` (rate or level), ``limit`` and ``unit`` in the canonical
+  units of :class:`harness.budgets.Budget`), besides ``garbage_by_type`` and
+  ``cycles`` (the aggregated cycle shapes), which most version 2 files hold.
 
-Older versions load as they are (:attr:`Summary.version` says which).
-:func:`upgrade` brings one up to date in memory when a reader needs what it
-lacks; a version 1 summary is upgraded by re-analysing its samples once
-(:func:`upgrade_from_v1`). Versions this code does not know are refused.
+Older versions load as they are (:attr:`Summary.version` says which); this
+module only loads and validates. Bringing an old summary up to date means
+re-analysing its samples, so the upgrades live with the analysis
+(:mod:`harness.analysis.upgrade`). Versions this code does not know are refused.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +37,11 @@ from harness.errors import UsageError
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.verdicts import ENDING_VERDICTS, VERDICTS
+from harness.verdicts import VERDICTS
 
 SUMMARY_SCHEMA = "leak-harness/summary"
-SUMMARY_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SUMMARY_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -80,13 +85,44 @@ class Summary:
             return []
         return [str(f["text"]) for f in found if isinstance(f, Mapping) and "text" in f]
 
-    def cycle_paths(self) -> list[str]:
-        """The reference cycles the garbage windows explained, as ``A.x -> B.y -> (back)``."""
+    def level_limit(self, metric: str) -> float | None:
+        """The limit of the level budget (``<= N``) the summary judged ``metric`` on, or None.
+
+        The judged budget is the one the ``<metric>_max`` metric names; its parsed
+        limit is the analysis's (version 3, :func:`harness.analysis.upgrade.upgrade`).
+        """
+        text = self.metrics.get(f"{metric}_max", {}).get("budget")
+        found = _get(self.extra.get("analysis"), "limits")
+        if not text or not isinstance(found, list):
+            return None
+        for limit in found:
+            if isinstance(limit, Mapping) and limit.get("text") == text:
+                value = limit.get("limit")
+                if limit.get("kind") == "level" and isinstance(value, int | float):
+                    return float(value)
+                return None
+        return None
+
+    def garbage_by_type(self) -> list[dict[str, Any]]:
+        """Garbage by type after the warm-up, most objects first (the analysis's top rows)."""
+        found = _get(self.extra.get("analysis"), "garbage_by_type")
+        return [r for r in found if isinstance(r, dict)] if isinstance(found, list) else []
+
+    def cycles(self) -> list[dict[str, Any]]:
+        """The aggregated reference cycles: ``shape``, ``count``, ``retained_bytes``, ``types``."""
         found = _get(self.extra.get("analysis"), "cycles")
         if not isinstance(found, list):
             return []
-        return [" -> ".join([*c["shape"], "(back)"]) for c in found
-                if isinstance(c, Mapping) and c.get("shape")]
+        return [c for c in found if isinstance(c, dict) and c.get("shape")]
+
+    def cycle_paths(self) -> list[str]:
+        """The reference cycles the garbage windows explained, as ``A.x -> B.y -> (back)``."""
+        return [" -> ".join([*c["shape"], "(back)"]) for c in self.cycles()]
+
+
+# Brings a summary up to date from the run's samples (None: none could be read).
+# The analysis provides it (harness.analysis.upgrade.upgrade); faces hand it to reports.
+Upgrade = Callable[[Summary, RunData | None], Summary]
 
 
 def _get(mapping: object, key: str) -> object:
@@ -111,7 +147,8 @@ def write_summary(rundir: Path, summary: Summary) -> Path:
 
 
 def load_summary(rundir: Path) -> Summary:
-    """The summary as written, in any readable version (not upgraded: see :func:`upgrade`)."""
+    """The summary as written, in any readable version (not upgraded: see
+    :func:`harness.analysis.upgrade.upgrade`)."""
     path = rundir / SUMMARY_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -137,53 +174,3 @@ def load_summary(rundir: Path) -> Summary:
 def load_run(rundir: Path) -> tuple[RunData, Summary]:
     """Both result files of a finished run."""
     return load_samples(rundir / SAMPLES_FILE), load_summary(rundir)
-
-
-def upgrade(summary: Summary, run: RunData | None) -> Summary:
-    """``summary`` brought to :data:`SUMMARY_VERSION` in memory, one version at a time.
-
-    ``run`` is the run's samples, which an upgrade may re-analyse. An upgrade
-    that cannot be done (no samples) stops there: the summary keeps its
-    older version, and readers see what that version lacks as missing.
-    """
-    while summary.version < SUMMARY_VERSION:
-        upgraded = UPGRADES[summary.version](summary, run)
-        if upgraded.version == summary.version:
-            return summary
-        summary = upgraded
-    return summary
-
-
-def upgrade_from_v1(summary: Summary, run: RunData | None) -> Summary:
-    """Version 2 of a version 1 summary: the fitted lines from one re-analysis of ``run``.
-
-    The samples are analysed as the runner did (``summarize`` with the budgets
-    and warm-up of the samples header's config), and only the per-series
-    details (with their fitted lines) are taken: verdict, reasons and metrics
-    stay the ones the file records. The lines are today's analysis of the old
-    samples, the closest a version 1 run can come to the line it was judged on.
-    Without samples, or when the recorded budgets cannot be analysed, the
-    summary is returned unchanged.
-    """
-    # Imported here: reading a summary must not load numpy and scipy, and the
-    # analysis imports this package's data types.
-    from harness.analysis.summary import summarize
-
-    if run is None:
-        return summary
-    config = run.header.get("config") or {}
-    warmup = config.get("warmup_s")
-    outcome = summary.verdict if summary.verdict in ENDING_VERDICTS else None
-    try:
-        analysis = summarize(
-            run, [str(b) for b in config.get("budgets") or ()],
-            float(warmup) if isinstance(warmup, int | float) else None, outcome=outcome,
-        )
-    except ValueError:
-        return summary
-    old = summary.extra.get("analysis")
-    details = {**(old if isinstance(old, dict) else {}), "series": analysis.details["series"]}
-    return replace(summary, extra={**summary.extra, "analysis": details}, version=2)
-
-
-UPGRADES: dict[int, Callable[[Summary, RunData | None], Summary]] = {1: upgrade_from_v1}

@@ -169,11 +169,10 @@ def unknown_budgets(config: RunConfig, gauges: dict[str, Gauge]) -> None:
     analysis says which it skipped.
     """
     known = {*JUDGED_SIGNALS, *gauges}
-    for text in config.budgets:
-        metric = text.partition(":")[0].strip()
-        if metric not in known and text not in config.skippable_budgets:
+    for budget in config.budgets:
+        if budget.metric not in known and budget not in config.skippable_budgets:
             raise Refusal(
-                f"budget {text!r}: this run publishes no metric {metric!r}; "
+                f"budget {budget.text!r}: this run publishes no metric {budget.metric!r}; "
                 f"known: {', '.join(sorted(known))}."
             )
 

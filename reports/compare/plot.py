@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from harness.runfiles.rundata import Series
-    from reports.compare.report import Side
+    from reports.compare.model import Side
 
 MAX_GAUGES = 4
 

@@ -15,28 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.runfiles.facts import Growth, column, garbage_per_kop, judged_growth
 from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, load_summary, upgrade
+from harness.runfiles.summary import Summary, Upgrade, load_summary
+from reports.compare.model import Side
 from reports.compare.plot import draw_comparison, key_gauges
 from reports.render.fitline import stored_fit
 from reports.render.html import badge, esc, image, page, paragraph, section, table
 from reports.render.numbers import sig
-from reports.run.facts import Growth, column, describe_growth, garbage_per_kop, judged_growth
+from reports.run.facts import describe_growth
 
 PNG, HTML, TEXT = "compare.png", "compare.html", "compare.txt"
-
-
-@dataclass(frozen=True)
-class Side:
-    """One of the two runs."""
-
-    label: str
-    rundir: Path
-    summary: Summary
-    run: RunData | None
-    growth: Growth | None  # judged RSS growth per hour
 
 
 @dataclass(frozen=True)
@@ -54,15 +45,20 @@ class Comparison:
 SERIES = ("rss", "heap", "uss", "py_blocks")
 
 
-def write_comparison(a: Path, b: Path, out: Path) -> Comparison:
+def write_comparison(
+    a: Path, b: Path, out: Path, *, upgrade: Upgrade | None = None
+) -> Comparison:
     """Compare run folders ``a`` and ``b``; write the three files into ``out``.
 
     Both sides are compared on one series: the one a failing budget of either
     run was judged on (a leak the heap caught is compared on the heap), else RSS.
+    ``upgrade``: the face's way to bring an older summary up to date
+    (:func:`harness.analysis.upgrade.upgrade`), used when a side has no growth metric.
     """
     summaries = [load_summary(Path(a)), load_summary(Path(b))]
     series = compared_series(summaries)
-    first, second = load_side("A", Path(a), series), load_side("B", Path(b), series)
+    first = load_side("A", Path(a), series, upgrade)
+    second = load_side("B", Path(b), series, upgrade)
     ratio, sentence = growth_ratio(first, second)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +81,9 @@ def compared_series(summaries: Sequence[Summary]) -> str:
     return "rss"
 
 
-def load_side(letter: str, rundir: Path, series: str = "rss") -> Side:
+def load_side(
+    letter: str, rundir: Path, series: str = "rss", upgrade: Upgrade | None = None
+) -> Side:
     summary = load_summary(rundir)
     try:
         run: RunData | None = load_samples(rundir / SAMPLES_FILE)
@@ -94,8 +92,9 @@ def load_side(letter: str, rundir: Path, series: str = "rss") -> Side:
     growth = judged_growth(summary, series)
     if growth is None:
         # No growth metric: quote the stored line's slope (a version 1
-        # summary gets its lines from one re-analysis of its samples).
-        summary = upgrade(summary, run)
+        # summary gets its lines from the face's upgrade, one re-analysis).
+        if upgrade is not None:
+            summary = upgrade(summary, run)
         fit = stored_fit(summary, series)
         unit = "B/h" if series != "py_blocks" else "/h"
         growth = Growth(f"{series}_growth", fit.per_h, fit.ci, unit) if fit else None

@@ -3,7 +3,7 @@
 One PNG per scenario, one panel per column (fixed first, then each injected
 regression): the judged RSS growth with its 95% interval as an error bar,
 markers coloured by verdict, and on the fixed panel the noise band that
-:mod:`reports.history.flags` judges the latest run against.
+:mod:`harness.history.flags` judges the latest run against.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reports.history.db import Trend, trends
-from reports.history.flags import FLOOR_PER_H, MIN_HISTORY, K, check_latest, noise_band
+from harness.history.db import Trend, trends
+from harness.history.flags import FLOOR_PER_H, MIN_HISTORY, K, check_latest, noise_band
 from reports.render.figure import new_figure, save
 from reports.render.html import VERDICT_COLOURS
 from reports.render.numbers import display_unit, slug

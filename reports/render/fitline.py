@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.basis import BASIS_WORDS
+from harness.basis import BASIS_WORDS
 from harness.runfiles.rundata import FloatArray
 from harness.runfiles.summary import Summary
 

@@ -1,6 +1,6 @@
 """Numbers for people: one display unit per row or axis, chosen from the data's size.
 
-The analysis formatters (``harness.analysis.units``) pick a prefix per number;
+The analysis formatters (``harness.units``) pick a prefix per number;
 a table row or an axis needs one prefix for the value and both ends of its
 interval ("+3.7 GB/h [3.5, 3.9]"), so the pieces here choose it once.
 Units follow the summary's: ``B``, ``B/h`` (bytes, decimal prefixes as in
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.analysis.units import format_duration
+from harness.units import format_duration
 
 _BYTE_PREFIXES = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
 # Axis time units by the run's span: a 40 s run in hours reads as "0.01".

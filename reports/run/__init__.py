@@ -5,7 +5,7 @@
 - :mod:`~reports.run.page`: the HTML
 - :mod:`~reports.run.plots`: memory, gc and garbage plots; :mod:`~reports.run.gauge_plots`
 - :mod:`~reports.run.plotdata`: arrays the gc and garbage plots draw (pure)
-- :mod:`~reports.run.facts`: what other reports quote from a run's summary (pure)
+- :mod:`~reports.run.facts`: growth in words, as other reports quote it
 """
 
 from reports.run.report import load_run_model, write_run_report

@@ -1,66 +1,13 @@
-"""What suite, history and compare read from a ``summary.json``: pure lookups.
+"""Growth in words, as suite, history and compare reports quote it.
 
-A summary lists several growth metrics per series (``rss_growth``,
-``rss_floor_growth``, ``rss_tail_growth``, ...; see
-``harness.analysis.metrics``). The one to quote is the one its budget was
-judged on, which is the one carrying a ``status``; without a budget on the
-series, the plain ``<series>_growth``.
+The lookups these words are made from (which growth metric to quote, the
+column of a run) live with the summary, :mod:`harness.runfiles.facts`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from harness.runfiles.summary import Summary
-from harness.verdicts import PROCESS_VERDICTS
+from harness.runfiles.facts import Growth
 from reports.render.numbers import format_growth
-
-FIXED = "fixed"
-
-
-@dataclass(frozen=True)
-class Growth:
-    """A growth metric of one run: per hour in ``unit`` (``B/h`` for rss), 95% interval."""
-
-    name: str
-    per_h: float
-    ci: tuple[float, float] | None
-    unit: str
-    status: str | None = None  # the budget's judgement of it (pass, suspicious, leak)
-
-    @property
-    def confirmed(self) -> bool:
-        """Growth the interval confirms (lower end above zero); point estimate without one."""
-        return self.ci[0] > 0 if self.ci is not None else self.per_h > 0
-
-
-def judged_growth(summary: Summary, series: str = "rss") -> Growth | None:
-    """The growth of ``series`` its budget was judged on (see the module docstring)."""
-    metrics = summary.metrics
-    names = [n for n in metrics if n.startswith(f"{series}_") and n.endswith("growth")]
-    judged = [n for n in names if metrics[n].get("status")]
-    # Summaries written before the metric suffixes named the series alone.
-    fallback = [n for n in (f"{series}_growth", series) if n in metrics]
-    for name in [*judged, *fallback]:
-        found = _growth(name, metrics[name])
-        if found is not None:
-            return found
-    return None
-
-
-def _growth(name: str, metric: dict[str, Any]) -> Growth | None:
-    value, unit = metric.get("value"), str(metric.get("unit", ""))
-    if not isinstance(value, int | float) or not unit.endswith("/h") or not math.isfinite(value):
-        return None
-    ci = metric.get("ci")
-    bounds = None
-    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        bounds = (float(ci[0]), float(ci[1]))
-    status = metric.get("status")
-    return Growth(name, float(value), bounds, unit, str(status) if status else None)
 
 
 def describe_growth(growth: Growth | None) -> str:
@@ -76,27 +23,3 @@ def describe_growth(growth: Growth | None) -> str:
     if growth.per_h > 0:
         return f"no growth ({shown}, interval includes zero)"
     return f"no growth ({shown})"
-
-
-def garbage_per_kop(summary: Summary) -> float | None:
-    """Objects freed by the cyclic collector per 1000 operations, when measured."""
-    value = summary.metrics.get("cyclic_garbage", {}).get("value")
-    return float(value) if isinstance(value, int | float) else None
-
-
-def column(summary: Summary) -> str:
-    """``fixed`` or ``inject:<name>`` (several names joined with ``+``)."""
-    return column_of(summary.injected)
-
-
-def column_of(injected: Sequence[str]) -> str:
-    return f"inject:{'+'.join(injected)}" if injected else FIXED
-
-
-def detect_s(summary: Summary) -> float | None:
-    """Seconds until the verdict was certain; for a process ending, when it ended."""
-    if summary.time_to_detect_s is not None:
-        return summary.time_to_detect_s
-    if summary.verdict in PROCESS_VERDICTS:
-        return summary.duration_s
-    return None

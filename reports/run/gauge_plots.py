@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.analysis.budgets import parse_budget
 from reports.render.downsample import envelope
 from reports.render.figure import COLOURS, TimeScale, new_figure, save, shade_warmup
 from reports.render.numbers import format_growth
@@ -62,7 +61,7 @@ def _gauge_panel(axes: Axes, model: RunModel, name: str, scale: TimeScale) -> No
     series = model.run.gauges[name]
     t, v = envelope(series.t, series.v)
     axes.plot(scale(t), v, color=COLOURS[0], lw=1.0)
-    limit = _level_limit(model, name)
+    limit = model.summary.level_limit(name)
     if limit is not None:
         axes.axhline(limit, color=STATUS_COLOURS["leak"], ls="--", lw=1.0)
     metric = model.summary.metrics.get(f"{name}_growth")
@@ -74,15 +73,3 @@ def _gauge_panel(axes: Axes, model: RunModel, name: str, scale: TimeScale) -> No
     axes.set_title(title, fontsize=9, color=status_colour(model, name))
     axes.ticklabel_format(axis="y", useOffset=False, style="plain")
     axes.grid(alpha=0.3)
-
-
-def _level_limit(model: RunModel, name: str) -> float | None:
-    """The limit of a ``<= N`` budget on this gauge, if the summary judged one."""
-    text = model.summary.metrics.get(f"{name}_max", {}).get("budget")
-    if not text:
-        return None
-    try:
-        budget = parse_budget(str(text))
-    except ValueError:
-        return None
-    return budget.limit if budget.kind == "level" else None

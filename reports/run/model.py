@@ -1,10 +1,10 @@
-"""One run's report content, aggregated from its result files: pure, no I/O.
+"""One run's report content, from its result files: pure, no I/O, no analysis.
 
 :func:`build_run_model` turns the loaded samples and summary into rows and
-lines ready to render (metric table, cycle table, fitted RSS line); the HTML
-and the plots only lay them out. Everything the verdict says comes from
-``summary.json``, the fitted line included; the samples add what a person
-needs to see why.
+lines ready to render (metric table, garbage and cycle tables, fitted RSS
+line); the HTML and the plots only lay them out. Everything the analysis
+concluded comes from ``summary.json`` (version 3; faces upgrade older ones),
+so the page cannot disagree with it; the samples add the curves.
 """
 
 from __future__ import annotations
@@ -14,17 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.cycle_shapes import aggregate_cycles
-from harness.analysis.garbage import TypeTotal, garbage_by_type
+from harness.runfiles.facts import column
 from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
-from harness.runfiles.records import GarbageLine
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
 from reports.render.fitline import FitLine, stored_fit
 from reports.render.numbers import value_cells
-from reports.run.facts import column
 
-TOP_CYCLES = 10
 ENV_KEYS = ("python", "implementation", "platform", "torch", "cpu_count", "git_commit")
 # Files a run folder may hold besides the two result files, worth a link.
 SIDE_FILES = (TRACEBACK_FILE, STACKS_FILE, WORKER_LOG, CONFIG_FILE)
@@ -39,6 +35,14 @@ class MetricRow:
     budget: str
     status: str
     note: str
+
+
+@dataclass(frozen=True)
+class GarbageRow:
+    type: str
+    objects: int
+    bytes: int
+    per_kop: float | None  # None when the windows saw no work
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class RunModel:
     metrics: list[MetricRow] = field(default_factory=list)
     cycles: list[CycleRow] = field(default_factory=list)
     cycle_errors: list[str] = field(default_factory=list)
-    garbage_types: list[TypeTotal] = field(default_factory=list)
+    garbage_types: list[GarbageRow] = field(default_factory=list)
     environment: list[tuple[str, str]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
@@ -79,10 +83,10 @@ def build_run_model(
         return model
     model.warmup_s = warmup_of(run)
     model.rss_fit = stored_fit(summary, "rss")
-    model.cycles = cycle_rows(run.garbage_windows)
+    model.cycles = cycle_rows(summary)
     model.cycle_errors = sorted({str(w["cycles_error"]) for w in run.garbage_windows
                                  if w.get("cycles_error")})
-    model.garbage_types = garbage_by_type(run.garbage_windows, model.warmup_s or 0.0)
+    model.garbage_types = garbage_rows(summary)
     model.environment = environment_rows(run.header)
     return model
 
@@ -119,13 +123,25 @@ def _metric_row(name: str, metric: Mapping[str, Any]) -> MetricRow:
     )
 
 
-def cycle_rows(windows: list[GarbageLine], top: int = TOP_CYCLES) -> list[CycleRow]:
-    """The most common explained cycle shapes over all garbage windows."""
-    cycles = [c for w in windows for c in w.get("cycles") or () if isinstance(c, Mapping)]
+def cycle_rows(summary: Summary) -> list[CycleRow]:
+    """The most common explained cycle shapes over all garbage windows, as the analysis
+    aggregated them."""
     return [
-        CycleRow(shape.describe(), shape.count, shape.retained_bytes, ", ".join(shape.types))
-        for shape in aggregate_cycles(cycles, top)
+        CycleRow(path, int(c.get("count", 0)), int(c.get("retained_bytes", 0)),
+                 ", ".join(map(str, c.get("types") or ())))
+        for path, c in zip(summary.cycle_paths(), summary.cycles(), strict=True)
     ]
+
+
+def garbage_rows(summary: Summary) -> list[GarbageRow]:
+    """Garbage by type after the warm-up, as the analysis summed it."""
+    rows = []
+    for row in summary.garbage_by_type():
+        per_kop = row.get("per_kop")
+        rows.append(GarbageRow(str(row.get("type", "")), int(row.get("objects", 0)),
+                               int(row.get("bytes", 0)),
+                               float(per_kop) if isinstance(per_kop, int | float) else None))
+    return rows
 
 
 def environment_rows(header: Mapping[str, Any]) -> list[tuple[str, str]]:

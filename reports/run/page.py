@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.analysis.units import format_bytes
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
+from harness.units import format_bytes
 from harness.verdicts import PROCESS_VERDICTS
 from reports.render.html import (
     badge,

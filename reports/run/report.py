@@ -20,7 +20,7 @@ from harness.runfiles.names import (
 )
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, load_summary, upgrade
+from harness.runfiles.summary import Summary, Upgrade, load_summary
 from reports.run.gauge_plots import gauges_plot
 from reports.run.model import RunModel, build_run_model
 from reports.run.page import render_run_page
@@ -30,17 +30,19 @@ PLOT_FILES = {"rss": RSS_PLOT, "gc": GC_PLOT, "garbage": GARBAGE_PLOT, "gauges":
 
 
 def write_run_report(
-    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None
+    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None,
+    upgrade: Upgrade | None = None,
 ) -> Path:
     """Write ``rss.png``, ``gc.png``, ``garbage.png``, ``gauges.png`` and ``report.html``.
 
     ``run`` and ``summary`` skip reading files a caller already loaded (the
-    runner right after a run). Plots with nothing to show are not written,
+    runner right after a run); ``upgrade`` is the face's way to bring an older
+    summary up to date (see :func:`load_run_model`). Plots with nothing to show are not written,
     and stale ones from an earlier report are removed. Returns the page's path.
     Raises ``UsageError`` when ``summary.json`` is missing or unreadable.
     """
     rundir = Path(rundir)
-    model = load_run_model(rundir, run=run, summary=summary)
+    model = load_run_model(rundir, run=run, summary=summary, upgrade=upgrade)
     plots = write_plots(model, rundir)
     path = rundir / REPORT_FILE
     path.write_text(render_run_page(model, plots), encoding="utf-8")
@@ -48,19 +50,24 @@ def write_run_report(
 
 
 def load_run_model(
-    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None
+    rundir: Path, *, run: RunData | None = None, summary: Summary | None = None,
+    upgrade: Upgrade | None = None,
 ) -> RunModel:
     """What the report of ``rundir`` shows, from its files (or the ones given).
 
-    An older summary is upgraded in memory (:func:`harness.runfiles.summary.upgrade`):
-    a version 1 summary stores no fitted lines, so its samples are re-analysed
-    once, here, and every plot draws from the result. The file stays as it is.
+    A report only renders what the summary holds. An older summary lacks some
+    of it (fitted lines, parsed limits), so faces pass ``upgrade``
+    (:func:`harness.analysis.upgrade.upgrade`), which brings it up to date in
+    memory from the samples; the file stays as it is. Without ``upgrade`` the
+    summary is rendered as it is.
     """
     summary = summary if summary is not None else load_summary(rundir)
     load_error = None
     if run is None:
         run, load_error = _load_samples(rundir)
-    return build_run_model(rundir, run, upgrade(summary, run), load_error)
+    if upgrade is not None:
+        summary = upgrade(summary, run)
+    return build_run_model(rundir, run, summary, load_error)
 
 
 def write_plots(model: RunModel, out: Path) -> dict[str, Path | None]:

@@ -1,6 +1,6 @@
 """The three faces of a suite: ``index.html`` (matrix), ``junit.xml`` and a text summary.
 
-All three render the same cells (:class:`reports.suite.report.Cell`), already judged.
+All three render the same cells (:class:`reports.suite.model.Cell`), already judged.
 The JUnit file follows the common Jenkins/GitLab/GitHub schema: one
 ``testsuite``, one ``testcase`` per cell with ``classname`` ``leak-harness.<scenario>``,
 and a ``failure`` element, carrying the reasons, when a cell is wrong.
@@ -12,16 +12,13 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from harness.runfiles.facts import FIXED
 from harness.runfiles.names import REPORT_FILE
 from harness.verdicts import PROCESS_VERDICTS
 from reports.render.html import badge, bullet_list, esc, link, page, paragraph, section, table
 from reports.render.numbers import format_seconds
-from reports.run.facts import FIXED
-
-if TYPE_CHECKING:
-    from reports.suite.report import Cell
+from reports.suite.model import Cell
 
 SUITE_NAME = "leak-harness"
 WRONG_MARK, RIGHT_MARK = "✗", "✓"

@@ -24,52 +24,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.runfiles.facts import FIXED, column, column_of, detect_s
 from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE
-from harness.runfiles.summary import load_summary
-from harness.verdicts import PROCESS_VERDICTS, VERDICTS, cell_correct
-from reports.run.facts import FIXED, column, column_of, detect_s
+from harness.runfiles.summary import Upgrade, load_summary
+from harness.verdicts import PROCESS_VERDICTS, VERDICTS
 from reports.run.report import write_run_report
+from reports.suite.model import Cell
 from reports.suite.outputs import render_index, render_junit, render_text
 
 INDEX_FILE, JUNIT_FILE, TEXT_FILE = "index.html", "junit.xml", "summary.txt"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run's place in the matrix and whether it came out as expected."""
-
-    scenario: str
-    column: str  # "fixed" or "inject:<name>"
-    verdict: str
-    expected: str  # "pass", "fail" or an exact verdict
-    rundir: Path
-    duration_s: float
-    detect_s: float | None
-    reasons: tuple[str, ...]
-    repeat: int = 1  # 2, 3, ... for further runs of the same cell (shards, reruns)
-    same_as_fixed: bool = False  # a process ending the fixed run of the scenario shared
-
-    @property
-    def correct(self) -> bool:
-        if self.same_as_fixed:
-            return False
-        if self.expected in ("fail", "pass"):
-            return cell_correct(self.expected == "fail", self.verdict)
-        return self.verdict == self.expected  # an exact verdict asked for
-
-    @property
-    def name(self) -> str:
-        """The JUnit test name: the column, numbered when a cell ran more than once."""
-        return self.column if self.repeat == 1 else f"{self.column} (run {self.repeat})"
-
-    @property
-    def why_wrong(self) -> str:
-        """What was expected instead, as a phrase; empty for a correct cell."""
-        if self.correct:
-            return ""
-        if self.same_as_fixed:
-            return f"the fixed run was {self.verdict} too: not a detection"
-        return f"expected {'a failing verdict' if self.expected == 'fail' else self.expected}"
 
 
 @dataclass(frozen=True)
@@ -96,6 +59,7 @@ def write_suite_report(
     *,
     write_missing_reports: bool = True,
     not_applicable: Sequence[str] = (),
+    upgrade: Upgrade | None = None,
 ) -> SuiteReport:
     """Write ``index.html``, ``junit.xml`` and ``summary.txt`` into ``out``; return them.
 
@@ -103,10 +67,12 @@ def write_suite_report(
     none, so every cell links somewhere. Raises ``ValueError`` for an
     ``expected`` value that is not pass, fail or a verdict. ``not_applicable``:
     sentences on cells that were not run (injections a user's cache cannot take).
+    ``upgrade``: how the face brings an older summary up to date for a missing
+    run report (:func:`harness.analysis.upgrade.upgrade`).
     """
     cells = build_cells([Path(d) for d in rundirs], expected or {})
     if write_missing_reports:
-        _write_missing_reports(cells)
+        _write_missing_reports(cells, upgrade)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = render_text(cells)
@@ -177,10 +143,10 @@ def expectation(scenario: str, where: str, expected: Mapping[str, str]) -> str:
     return "pass" if where == FIXED else "fail"
 
 
-def _write_missing_reports(cells: Sequence[Cell]) -> None:
+def _write_missing_reports(cells: Sequence[Cell], upgrade: Upgrade | None) -> None:
     for cell in cells:
         if not (cell.rundir / REPORT_FILE).exists() and (cell.rundir / SUMMARY_FILE).exists():
             try:
-                write_run_report(cell.rundir)
+                write_run_report(cell.rundir, upgrade=upgrade)
             except UsageError:
                 continue  # the matrix still shows the cell; its link says the page is missing

@@ -8,11 +8,17 @@ from typing import Any
 import numpy as np
 from scipy.signal import lfilter
 
+from harness.budgets import Budget, parse_budget
 from harness.runfiles.rundata import FloatArray, RunData, Series
 
 HOUR = 3600.0
 MB = 1e6
 PAGE = 4096.0  # RSS is counted in pages
+
+
+def budgets(*texts: str) -> list[Budget]:
+    """Budgets as a face hands them to the analysis: parsed where they were typed."""
+    return [parse_budget(text) for text in texts]
 
 
 def times(duration_s: float, hz: float) -> FloatArray:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from harness.analysis.attribution import growing_sites, native_finding, where_it_grows
-from harness.analysis.budgets import parse_budget
 from harness.analysis.calibration import Calibration
 from harness.analysis.summary import summarize
 from harness.analysis.verdict import Judgement
+from harness.budgets import parse_budget
 from harness.runfiles.rundata import Series
-from tests.analysis.synth import MB, linear, run_data, times
+from tests.analysis.synth import MB, budgets, linear, run_data, times
 
 NONE = Calibration({})
 
@@ -60,14 +60,14 @@ def heap_run(per_h: float, windows: list[dict[str, Any]]) -> Any:
 
 
 def test_a_heap_leak_names_its_site_and_a_pass_names_nothing() -> None:
-    budgets = ["heap: 10 MB/h"]
-    leak = summarize(heap_run(200 * MB, LEAK_THEN_FILL), budgets, calibration=NONE)
+    heap = budgets("heap: 10 MB/h")
+    leak = summarize(heap_run(200 * MB, LEAK_THEN_FILL), heap, calibration=NONE)
     where = [w["text"] for w in leak.details["where"]]
     assert leak.verdict == "leak"
     assert where[0].startswith(
         "cache.py:40 (called from caller.py:3) keeps what it allocates: +198 MB/h")
     assert not any("memo.py" in w for w in where)
-    healthy = summarize(heap_run(0.0, LEAK_THEN_FILL), budgets, calibration=NONE)
+    healthy = summarize(heap_run(0.0, LEAK_THEN_FILL), heap, calibration=NONE)
     assert healthy.verdict == "pass"
     assert [w["kind"] for w in healthy.details["where"]] == ["none"]
 
@@ -75,10 +75,10 @@ def test_a_heap_leak_names_its_site_and_a_pass_names_nothing() -> None:
 def test_levels_and_cycles_are_named_by_what_saw_them() -> None:
     run = run_data(gauges={"locked_while_idle": (np.arange(10.0), np.full(10, 64.0))})
     run.garbage_windows = [{"t": 5.0, "cycles": [{"path": ["Node.prev", "Node.parent"]}]}]
-    budgets = [parse_budget("locked_while_idle: <= 0"), parse_budget("cyclic_garbage: 0.5 /kop")]
+    judged_on = budgets("locked_while_idle: <= 0", "cyclic_garbage: 0.5 /kop")
     judged = [Judgement("leak", "sustained-level", "locked_while_idle held 64"),
               Judgement("leak", "confirmed-growth", "cyclic garbage 3 /kop")]
-    found = where_it_grows(run, budgets, judged, {})
+    found = where_it_grows(run, judged_on, judged, {})
     assert [f.kind for f in found] == ["cycles", "level"]
     assert "Node.parent -> Node.prev -> (back)" in found[0].text or \
         "Node.prev -> Node.parent -> (back)" in found[0].text
@@ -161,21 +161,21 @@ def shmem_run(per_h: float) -> Any:
 
 
 def test_shared_memory_growth_names_the_mappings_owner_and_no_allocation_site() -> None:
-    budgets = ["heap: 10 MB/h", "shmem: 10 MB/h"]
-    leak = summarize(shmem_run(200 * MB), budgets, calibration=NONE)
+    memory = budgets("heap: 10 MB/h", "shmem: 10 MB/h")
+    leak = summarize(shmem_run(200 * MB), memory, calibration=NONE)
     texts = [w["text"] for w in leak.details["where"]]
     assert leak.verdict == "leak"
     assert texts[0].startswith("shared memory grows ~200 MB/h")
     assert "mmap (+40, 8 of 8 sampled) is held by Cache.mappings -> list[39] -> mmap" in texts
     # The heap passed: tracemalloc's sites explain allocations, not shared pages.
     assert not any("cache.py:40" in text for text in texts)
-    healthy = summarize(shmem_run(0.0), budgets, calibration=NONE)
+    healthy = summarize(shmem_run(0.0), memory, calibration=NONE)
     assert healthy.verdict == "pass"
     assert [w["kind"] for w in healthy.details["where"]] == ["none"]
 
 
 def test_a_flat_shared_memory_series_states_a_resolution_of_a_page_per_window() -> None:
-    result = summarize(shmem_run(0.0), ["shmem: 10 MB/h"], calibration=NONE)
+    result = summarize(shmem_run(0.0), budgets("shmem: 10 MB/h"), calibration=NONE)
     smallest = result.metrics["shmem_resolution"].value
     assert smallest == pytest.approx(4096 * 3600 / 18.0, rel=0.15)  # a page over the window
     assert any("shmem >= " in reason for reason in result.reasons)
@@ -189,7 +189,7 @@ def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
     run.events.append({"type": "event", "name": "resources", "t": 20.0,
                        "threads": [{"what": "Flush.run (cache.py:12)", "count": 10}],
                        "fds": [{"what": "socket", "count": 2}]})
-    result = summarize(run, ["threads: 100 /h", "fds: 100 /h"], calibration=NONE)
+    result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
     (finding,) = result.details["where"]
     assert result.verdict == "leak" and finding["signal"] == "threads"
     assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.budgets import parse_budget
 from harness.analysis.calibration import (
     CALIBRATION_FILE,
     Calibration,
@@ -18,6 +17,7 @@ from harness.analysis.calibration import (
 )
 from harness.analysis.verdict import Allowance, judge_rate
 from harness.analysis.windows import held_back
+from harness.budgets import parse_budget
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB
 

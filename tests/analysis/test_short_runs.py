@@ -18,7 +18,7 @@ from harness.analysis.calibration import Calibration
 from harness.analysis.summary import Analysis, summarize
 from harness.analysis.trend import growth
 from harness.runfiles.rundata import RunData
-from tests.analysis.synth import HOUR, MB, ar1, pages, run_data, settling, times
+from tests.analysis.synth import HOUR, MB, ar1, budgets, pages, run_data, settling, times
 
 RSS = "rss: 50 MB/h"
 SEEDS = range(50)
@@ -28,7 +28,7 @@ HEALTHY = Calibration({"rss": {"*": [(18.0, 4 * MB), (600.0, 4 * MB)]}})
 
 
 def judge(run: RunData) -> Analysis:
-    return summarize(run, [RSS], calibration=HEALTHY)
+    return summarize(run, budgets(RSS), calibration=HEALTHY)
 
 
 def healthy(rng: np.random.Generator, duration_s: float) -> tuple[np.ndarray, np.ndarray]:

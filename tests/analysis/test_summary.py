@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 
 from harness.analysis.summary import summarize
-from tests.analysis.synth import HOUR, MB, ar1, gc_lines, linear, run_data, sawtooth, times
+from tests.analysis.synth import (
+    HOUR,
+    MB,
+    ar1,
+    budgets,
+    gc_lines,
+    linear,
+    run_data,
+    sawtooth,
+    times,
+)
 
 
 def leaking_run(per_h: float = 500 * MB, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -18,7 +28,7 @@ def leaking_run(per_h: float = 500 * MB, seed: int = 1) -> tuple[np.ndarray, np.
 
 
 def test_rss_leak_is_confirmed_with_metrics_and_time_to_detect() -> None:
-    analysis = summarize(run_data(leaking_run()), ["rss: 50 MB/h"])
+    analysis = summarize(run_data(leaking_run()), budgets("rss: 50 MB/h"))
     assert analysis.verdict == "leak"
     growth = analysis.metrics["rss_growth"]
     assert growth.unit == "B/h" and growth.value == pytest.approx(500 * MB, rel=0.15)
@@ -37,7 +47,7 @@ def test_pure_noise_never_gives_a_leak(phi: float) -> None:
         rng = np.random.default_rng(seed)
         t = times(HOUR, 1.0)
         rss = 2e9 + ar1(rng, t.size, phi, 5 * MB)
-        analysis = summarize(run_data((t, rss)), ["rss: 10 MB/h"])
+        analysis = summarize(run_data((t, rss)), budgets("rss: 10 MB/h"))
         assert analysis.verdict in ("pass", "suspicious"), analysis.reasons
 
 
@@ -45,7 +55,7 @@ def test_time_to_detect_on_a_series_that_starts_leaking() -> None:
     rng = np.random.default_rng(5)
     t = times(2 * HOUR, 1.0)
     rss = linear(np.maximum(t - HOUR, 0.0), 1000 * MB) + rng.normal(0, 3 * MB, t.size)
-    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, rss)), budgets("rss: 50 MB/h"))
     assert analysis.verdict == "leak"
     assert analysis.time_to_detect_s is not None
     assert HOUR < analysis.time_to_detect_s < 1.6 * HOUR  # grid: 1h31m, 31 min after onset
@@ -54,7 +64,7 @@ def test_time_to_detect_on_a_series_that_starts_leaking() -> None:
 def test_flat_run_passes_and_has_no_time_to_detect() -> None:
     rng = np.random.default_rng(6)
     t = times(HOUR, 1.0)
-    analysis = summarize(run_data((t, 2e9 + rng.normal(0, MB, t.size))), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, 2e9 + rng.normal(0, MB, t.size))), budgets("rss: 50 MB/h"))
     assert analysis.verdict == "pass"
     assert analysis.time_to_detect_s is None
     assert analysis.metrics["rss_growth"].status == "pass"
@@ -64,7 +74,7 @@ def test_sawtooth_is_judged_on_its_floor() -> None:
     rng = np.random.default_rng(7)
     t = times(HOUR, 1.0)
     rss = 1e9 + sawtooth(t, 300.0, 400 * MB) + rng.normal(0, 2 * MB, t.size)
-    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, rss)), budgets("rss: 50 MB/h"))
     assert analysis.verdict == "pass"
     assert analysis.metrics["rss_floor_growth"].status == "pass"
     assert analysis.metrics["rss_reclaimable"].value == pytest.approx(200 * MB, rel=0.15)
@@ -76,12 +86,12 @@ def test_cyclic_garbage_budget() -> None:
     t = times(600, 1.0)
     flat = (t, np.full(t.size, 1e9))
     broken = run_data(flat, gc_events=gc_lines(600, per_op=2.0, ops_per_s=1000.0))
-    analysis = summarize(broken, ["cyclic_garbage: 0.5 /kop"])
+    analysis = summarize(broken, budgets("cyclic_garbage: 0.5 /kop"))
     assert analysis.verdict == "leak"
     assert analysis.metrics["cyclic_garbage"].value == pytest.approx(2000.0, rel=0.02)
     assert analysis.metrics["gen2_collections"].value == pytest.approx(1.0, rel=0.02)
     fixed = run_data(flat, gc_events=gc_lines(600, per_op=0.0, ops_per_s=1000.0))
-    assert summarize(fixed, ["cyclic_garbage: 0.5 /kop"]).verdict == "pass"
+    assert summarize(fixed, budgets("cyclic_garbage: 0.5 /kop")).verdict == "pass"
 
 
 def test_gauge_budgets_level_and_growth() -> None:
@@ -89,7 +99,7 @@ def test_gauge_budgets_level_and_growth() -> None:
     rss = (t, np.full(t.size, 1e9))
     piling = {"work_list": (t, 2.0 * t), "detached_nodes": (t, 1.0 * t)}  # +3600 /h
     analysis = summarize(
-        run_data(rss, gauges=piling), ["work_list: <= 4", "detached_nodes: 100 /h"]
+        run_data(rss, gauges=piling), budgets("work_list: <= 4", "detached_nodes: 100 /h")
     )
     assert analysis.verdict == "leak"
     assert analysis.metrics["work_list_max"].status == "leak"
@@ -97,7 +107,7 @@ def test_gauge_budgets_level_and_growth() -> None:
     assert analysis.metrics["detached_nodes_growth"].unit == "/h"
     drained = np.where(np.arange(t.size) % 2 == 0, 2.0, 0.0)
     drained[300] = 9.0  # one sample caught mid-round
-    spiky = summarize(run_data(rss, gauges={"work_list": (t, drained)}), ["work_list: <= 4"])
+    spiky = summarize(run_data(rss, gauges={"work_list": (t, drained)}), budgets("work_list: <= 4"))
     assert spiky.verdict == "suspicious"
     assert spiky.metrics["work_list_max"].value == 9.0
 
@@ -105,21 +115,21 @@ def test_gauge_budgets_level_and_growth() -> None:
 def test_unknown_or_mismatched_budgets_are_refused() -> None:
     run = run_data(leaking_run(), gauges={"work_list": (np.arange(5.0), np.zeros(5))})
     with pytest.raises(ValueError, match=r"unknown metric 'wrok_list'; known: .*work_list"):
-        summarize(run, ["wrok_list: <= 4"])
+        summarize(run, budgets("wrok_list: <= 4"))
     with pytest.raises(ValueError, match="in bytes"):
-        summarize(run, ["rss: 100 /h"])
+        summarize(run, budgets("rss: 100 /h"))
     with pytest.raises(ValueError, match="per work"):
-        summarize(run, ["cyclic_garbage: 5 /h"])
+        summarize(run, budgets("cyclic_garbage: 5 /h"))
     with pytest.raises(ValueError, match="per hour"):
-        summarize(run, ["work_list: 5 /kop"])
+        summarize(run, budgets("work_list: 5 /kop"))
     with pytest.raises(ValueError, match="names no metric"):
-        summarize(run, ["50 MB/h"])
+        budgets("50 MB/h")  # refused where it is typed, before any analysis
 
 
 def test_process_outcome_overrides_and_missing_data_is_reported() -> None:
     t = times(30, 1.0)
     run = run_data((t, linear(t, 100 * MB)))
-    analysis = summarize(run, ["rss: 50 MB/h", "work_list: <= 4"], outcome="crashed",
+    analysis = summarize(run, budgets("rss: 50 MB/h", "work_list: <= 4"), outcome="crashed",
                          outcome_reason="AssertionError: parent does not have child key")
     assert analysis.verdict == "crashed"
     assert analysis.reasons[0].startswith("AssertionError")
@@ -128,16 +138,16 @@ def test_process_outcome_overrides_and_missing_data_is_reported() -> None:
 
 def test_a_budget_without_data_is_an_error_not_a_pass() -> None:
     t = times(5, 1.0)
-    analysis = summarize(run_data((t, np.full(t.size, 1e9))), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, np.full(t.size, 1e9))), budgets("rss: 50 MB/h"))
     assert analysis.verdict == "error"
     assert "too few samples" in analysis.reasons[0]
 
 
 def test_warmup_from_argument_or_event() -> None:
     t, rss = leaking_run()
-    by_event = summarize(run_data((t, rss), warmup_end_s=120.0), [])
+    by_event = summarize(run_data((t, rss), warmup_end_s=120.0), budgets())
     assert by_event.window_s is not None and by_event.window_s[0] == 120.0
-    by_argument = summarize(run_data((t, rss), warmup_end_s=120.0), [], warmup_s=600.0)
+    by_argument = summarize(run_data((t, rss), warmup_end_s=120.0), budgets(), warmup_s=600.0)
     assert by_argument.window_s is not None and by_argument.window_s[0] == 600.0
     assert by_argument.details["series"]["rss"]["start_s"] >= 600.0
 
@@ -154,7 +164,7 @@ def test_details_hold_garbage_types_objects_and_cycles() -> None:
     objects = [{"t": 0.0, "ops": 0, "counts": {"TreeNode": 5}},
                {"t": 600.0, "ops": 600_000, "counts": {"TreeNode": 905}}]
     run = run_data((t, np.full(t.size, 1e9)), garbage_windows=windows, object_windows=objects)
-    details = summarize(run, []).to_json()["details"]
+    details = summarize(run, budgets()).to_json()["details"]
     assert details["garbage_by_type"][0]["type"] == "TreeNode"
     assert details["object_growth"][0] == {
         "type": "TreeNode", "first": 5, "last": 905, "delta": 900, "per_h": 5400.0,
@@ -165,9 +175,9 @@ def test_details_hold_garbage_types_objects_and_cycles() -> None:
 
 
 def test_an_empty_run_is_summarised_without_crashing() -> None:
-    analysis = summarize(run_data(), [])
+    analysis = summarize(run_data(), budgets())
     assert (analysis.verdict, analysis.metrics, analysis.window_s) == ("pass", {}, None)
-    crashed = summarize(run_data(), ["rss: 50 MB/h"], outcome="crashed")
+    crashed = summarize(run_data(), budgets("rss: 50 MB/h"), outcome="crashed")
     assert crashed.verdict == "crashed"
     assert "rss: the run recorded no samples of it." in crashed.reasons
 
@@ -182,7 +192,7 @@ def filling_cache_run(fills_for_s: float) -> tuple[np.ndarray, np.ndarray, np.nd
 def test_growth_while_the_cache_still_fills_is_suspicious_and_says_why() -> None:
     t, rss, cached = filling_cache_run(fills_for_s=HOUR)
     analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
-                         ["rss: 50 MB/h"])
+                         budgets("rss: 50 MB/h"))
     assert analysis.verdict == "suspicious"
     assert "but the cache is still filling: cached tokens reached" in analysis.reasons[0]
     assert "run until cached_tokens levels off" in analysis.reasons[0]
@@ -191,7 +201,7 @@ def test_growth_while_the_cache_still_fills_is_suspicious_and_says_why() -> None
 def test_growth_after_the_cache_is_full_is_a_leak() -> None:
     t, rss, cached = filling_cache_run(fills_for_s=HOUR / 4)  # full well before the last third
     analysis = summarize(run_data((t, rss), gauges={"cached_tokens": (t, cached)}),
-                         ["rss: 50 MB/h"])
+                         budgets("rss: 50 MB/h"))
     assert analysis.verdict == "leak", analysis.reasons
 
 
@@ -211,11 +221,12 @@ def test_growth_the_trees_own_growth_accounts_for_is_suspicious_and_says_why() -
     # Full of tokens, the zoo's filling cache still split into more nodes for a minute:
     # its heap grew with them, +280 MB/h on the last third of a 60 s run.
     t, rss, nodes = tree_run(nodes_after_fill_per_s=500.0, leak_per_h=0.0)
-    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}),
+                         budgets("rss: 50 MB/h"))
     assert analysis.verdict == "suspicious", analysis.reasons
     assert "but the cache's tree still grows: tree_nodes rose" in analysis.reasons[0]
     assert "run until tree_nodes levels off" in analysis.reasons[0]
-    judged_alone = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    judged_alone = summarize(run_data((t, rss)), budgets("rss: 50 MB/h"))
     assert judged_alone.verdict == "leak"  # the same growth, with no tree to account for it
 
 
@@ -223,7 +234,8 @@ def test_growth_the_trees_own_growth_accounts_for_is_suspicious_and_says_why() -
 def test_a_leak_beyond_what_the_tree_accounts_for_stays_a_leak(nodes_per_s: float,
                                                                 leak_per_h: float) -> None:
     t, rss, nodes = tree_run(nodes_after_fill_per_s=nodes_per_s, leak_per_h=leak_per_h)
-    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, rss), gauges={"tree_nodes": (t, nodes)}),
+                         budgets("rss: 50 MB/h"))
     assert analysis.verdict == "leak", analysis.reasons
 
 
@@ -233,7 +245,7 @@ def test_a_floor_under_few_drops_cannot_confirm_a_leak(seconds: float, verdict: 
     rng = np.random.default_rng(8)
     t = times(seconds, 10.0)
     rss = linear(t, 5000 * MB) + sawtooth(t, 4.0, 16 * MB) + rng.normal(0, 0.05 * MB, t.size)
-    analysis = summarize(run_data((t, rss)), ["rss: 50 MB/h"])
+    analysis = summarize(run_data((t, rss)), budgets("rss: 50 MB/h"))
     floor = analysis.metrics["rss_floor_growth"]
     assert floor.ci is not None and floor.ci[0] > 4000 * MB  # the line itself is clear
     assert analysis.verdict == verdict

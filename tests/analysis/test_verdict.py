@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from harness.analysis.budgets import parse_budget
 from harness.analysis.shapes import Level
 from harness.analysis.verdict import (
     Judgement,
@@ -18,6 +17,7 @@ from harness.analysis.verdict import (
     time_to_detect,
     worst,
 )
+from harness.budgets import parse_budget
 
 RSS = parse_budget("rss: 50 MB/h")
 WORK = parse_budget("work_list: <= 4")

@@ -11,7 +11,7 @@ import pytest
 from harness import registry
 from harness.cli import build_parser, main
 from harness.cli.run import config_from_args
-from harness.config import RunConfig, reproduce_command
+from harness.config import RunConfig, read_budgets, reproduce_command
 from harness.configure import merge_budgets
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine, render
@@ -120,8 +120,8 @@ def test_reproduce_command_parses_back_to_the_same_config(tmp_path: Path) -> Non
         scenario=spec("LEAKY"), rundir=str(tmp_path), duration_s=90.0, max_ops=5000,
         warmup_s=1.5, seed=7, gc_mode="server", timeout_s=300.0, heartbeat_s=12.0,
         rss_ceiling=2_000_000_000, target="tests.harness.fixtures.scenarios:Healthy",
-        budgets=("rss: 50 MB/h", "kept: <= 4"),
-        skippable_budgets=("rss: 50 MB/h",),  # LEAKY's own, on a target
+        budgets=read_budgets(("rss: 50 MB/h", "kept: <= 4"), "budgets"),
+        skippable_budgets=read_budgets(("rss: 50 MB/h",), "budgets"),  # LEAKY's own, on a target
     )
     argv = [*shlex.split(reproduce_command(config))[1:], "--out", str(tmp_path)]
     _, parsed = config_from_args(build_parser().parse_args(argv))
@@ -130,7 +130,7 @@ def test_reproduce_command_parses_back_to_the_same_config(tmp_path: Path) -> Non
 
 def test_cli_budgets_replace_the_same_kind_only() -> None:
     merged = merge_budgets(("rss: 50 MB/h", "rss: <= 2 GiB", "kept: <= 4"), ("rss: 1 GB/h",))
-    assert merged == ("rss: 1 GB/h", "rss: <= 2 GiB", "kept: <= 4")
+    assert tuple(b.text for b in merged) == ("rss: 1 GB/h", "rss: <= 2 GiB", "kept: <= 4")
 
 
 @pytest.mark.parametrize(

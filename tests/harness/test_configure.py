@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from harness.budgets import Budget
 from harness.cli import main
 from harness.configure import merge_budgets, scenario_config
 from harness.errors import UsageError
@@ -19,14 +21,19 @@ from tests.harness.fixtures.scenarios import BUDGETED
 DECLARED = ("rss: 50 MB/h", "rss: <= 2 GiB", "cyclic_garbage: 0.5 /kop", "kept: <= 4")
 
 
+def texts(budgets: Sequence[Budget]) -> tuple[str, ...]:
+    return tuple(b.text for b in budgets)
+
+
 def test_an_override_replaces_the_same_metric_and_form_and_keeps_the_rest() -> None:
-    merged = merge_budgets(DECLARED, ["rss: 1 GB/h"])
+    merged = texts(merge_budgets(DECLARED, ["rss: 1 GB/h"]))
     assert merged == ("rss: 1 GB/h", "rss: <= 2 GiB", "cyclic_garbage: 0.5 /kop", "kept: <= 4")
 
 
 def test_off_drops_every_declared_budget_on_that_metric() -> None:
-    assert merge_budgets(DECLARED, ["rss: off"]) == ("cyclic_garbage: 0.5 /kop", "kept: <= 4")
-    assert merge_budgets(DECLARED, {"cyclic_garbage": None, "kept": "<= 9"}) == (
+    kept = texts(merge_budgets(DECLARED, ["rss: off"]))
+    assert kept == ("cyclic_garbage: 0.5 /kop", "kept: <= 4")
+    assert texts(merge_budgets(DECLARED, {"cyclic_garbage": None, "kept": "<= 9"})) == (
         "rss: 50 MB/h", "rss: <= 2 GiB", "kept: <= 9",
     )
 
@@ -41,14 +48,15 @@ def test_a_bad_override_names_where_it_came_from() -> None:
 def test_defaults_come_from_the_scenario(tmp_path: Path) -> None:
     config = scenario_config(BUDGETED, tmp_path, spec=spec("BUDGETED"))
     assert config.duration_s == 60.0 and config.warmup_s == 0.5
-    assert config.budgets == BUDGETED.budgets and config.scenario == spec("BUDGETED")
+    assert config.budget_texts == BUDGETED.budgets and config.scenario == spec("BUDGETED")
     assert scenario_config(BUDGETED, tmp_path, max_ops=10).duration_s is None
 
 
 def test_only_declared_budgets_on_a_users_target_may_be_skipped(tmp_path: Path) -> None:
     own = scenario_config(BUDGETED, tmp_path, target="mine:make", budgets=["kept: <= 9"])
-    assert "kept: <= 9" in own.budgets and "kept: <= 9" not in own.skippable_budgets
-    assert set(own.skippable_budgets) == set(BUDGETED.budgets) - {"kept: <= 100"}
+    skippable = {b.text for b in own.skippable_budgets}
+    assert "kept: <= 9" in own.budget_texts and "kept: <= 9" not in skippable
+    assert skippable == set(BUDGETED.budgets) - {"kept: <= 100"}
     # The reference cache publishes every gauge its scenarios budget: nothing to skip.
     assert scenario_config(BUDGETED, tmp_path).skippable_budgets == ()
 

@@ -1,8 +1,9 @@
 """The layering rules of the README's architecture section, checked on the code.
 
-Two checks: every ``import`` statement in the tree (lazy ones inside functions
-included) read with ``ast``, and the worker's real start path imported in a
-clean interpreter, which also catches what a module pulls in indirectly.
+Three checks: every ``import`` statement in the tree (lazy ones inside functions
+included) read with ``ast`` against the forbidden boundaries, the same imports
+as a graph that must have no cycle, and the worker's real start path imported
+in a clean interpreter, which also catches what a module pulls in indirectly.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,25 @@ FORBIDDEN = {
     "harness.worker.frames": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.worker.resources": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.analysis": ("harness.parent", "harness.worker", "harness.cli", "reports"),
-    "harness.runfiles": ("harness.parent", "harness.worker", "harness.cli", "reports"),
+    "harness.runfiles": ("harness.parent", "harness.worker", "harness.cli", "harness.analysis",
+                         "reports"),
     "harness.parent": ("harness.cli", "reports"),
-    "reports": ("harness.parent", "harness.worker", "harness.cli", "harness.pytest_plugin"),
+    # The supervisor watches a run; it decides nothing from the samples' statistics.
+    "harness.parent.supervisor": ("harness.analysis",),
+    # The contract: what a run is, built from the vocabulary below it, never from the
+    # layers that carry it out.
+    "harness.config": ("harness.worker", "harness.analysis", "harness.parent", "harness.cli"),
+    "harness.configure": ("harness.worker", "harness.analysis", "harness.parent", "harness.cli"),
+    "harness.history": ("harness.parent", "harness.worker", "harness.cli", "reports"),
+    # Reports render what the summary holds; they never analyse.
+    "reports": ("harness.parent", "harness.worker", "harness.cli", "harness.pytest_plugin",
+                "harness.analysis"),
 }
+# Stdlib-only leaves that any layer may import, though their package is forbidden to
+# it: names the contract shares with the layer that owns them.
+LEAVES = ("harness.worker.sampler_names",)
+# The vocabulary at the bottom: stdlib only, so every layer may read it.
+STDLIB_ONLY = ("harness.units", "harness.budgets", "harness.basis", *LEAVES)
 # Only the faces draw reports, and always lazily (matplotlib stays off the run path).
 REPORT_FACES = ("harness.cli", "harness.pytest_plugin")
 # What the worker process may not load at all: the parent's side, plotting, statistics.
@@ -62,8 +78,12 @@ def within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def modules() -> Iterator[tuple[str, Path]]:
-    for package in ("refcache", "harness", "reports"):
+PACKAGES = ("refcache", "scenarios", "harness", "reports")
+
+
+def modules(packages: tuple[str, ...] = ("refcache", "harness", "reports")) -> Iterator[
+        tuple[str, Path]]:
+    for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             yield module_name(path), path
 
@@ -73,6 +93,8 @@ def test_no_module_imports_across_a_forbidden_layer_boundary() -> None:
     for name, path in modules():
         rules = [bad for layer, bad in FORBIDDEN.items() if within(name, layer)]
         for imported in set(imports(path)):
+            if any(within(imported, leaf) for leaf in LEAVES):
+                continue
             if any(within(imported, bad) for rule in rules for bad in rule):
                 broken.append(f"{name} imports {imported}")
             elif within(imported, "reports") and within(name, "harness") and not any(
@@ -95,6 +117,60 @@ def test_a_sampler_imports_no_other_sampler() -> None:
             if sibling and not within(imported, f"{package}.base"):
                 broken.append(f"{name} imports {imported}")
     assert not broken, "\n".join(sorted(broken))
+
+
+def test_the_vocabulary_and_the_leaves_import_the_standard_library_only() -> None:
+    # Each other, too: budgets read sizes with the units.
+    found = {name: path for name, path in modules()}
+    for name in STDLIB_ONLY:
+        outside = sorted(i for i in imports(found[name]) if i.split(".")[0] not in
+                         (*sys.stdlib_module_names, "__future__")
+                         and not any(within(i, low) for low in STDLIB_ONLY))
+        assert outside == [], f"{name} imports {outside}"
+
+
+def import_graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the project modules its import statements name (lazy and TYPE_CHECKING
+    ones included). ``from a.b import c`` names ``a.b.c`` when that is a module, else
+    ``a.b``; a package's ``__init__`` is an edge only where a statement names it."""
+    names = {name for name, _ in modules(packages)}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules(packages):
+        graph[name] = {imported for imported in imports(path) if imported in names} - {name}
+    return graph
+
+
+def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
+    """One import cycle as ``[a, b, ..., a]``, or None (depth-first, iterative)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in sorted(graph):
+        if state.get(root):
+            continue
+        path = [root]
+        stack = [iter(sorted(graph[root]))]
+        state[root] = 1
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(step) == 1:
+                return [*path[path.index(step):], step]
+            elif not state.get(step):
+                state[step] = 1
+                path.append(step)
+                stack.append(iter(sorted(graph.get(step, ()))))
+    return None
+
+
+def test_no_import_cycle_anywhere() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:

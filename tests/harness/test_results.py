@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.upgrade import upgrade, upgrade_from_v1
 from harness.config import RunConfig, SamplerIntervals
 from harness.errors import UsageError
 from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.reader import load_samples
-from harness.runfiles.summary import (
-    Summary,
-    load_run,
-    load_summary,
-    upgrade,
-    upgrade_from_v1,
-    write_summary,
-)
+from harness.runfiles.summary import SUMMARY_VERSION, Summary, load_run, load_summary, write_summary
 
 GOLDEN = Path(__file__).parent / "golden" / "run-v1"
 
@@ -54,7 +48,7 @@ def test_golden_config_round_trips_through_runconfig() -> None:
     assert dumped["samplers"] == golden["samplers"]
     assert dumped["intervals"]["heap_s"] == SamplerIntervals().heap_s
     assert dumped["intervals"]["alloc_window_s"] == SamplerIntervals().alloc_window_s
-    assert config.budgets == ("rss: 2 GB/h", "ring: <= 256")
+    assert config.budget_texts == ("rss: 2 GB/h", "ring: <= 256")
 
 
 def copy_golden(tmp_path: Path) -> Path:
@@ -117,14 +111,14 @@ def test_v1_summary_is_upgraded_in_memory_from_its_samples(tmp_path: Path) -> No
     data, summary = load_run(GOLDEN)
     assert summary.version == 1
     upgraded = upgrade(summary, data)
-    assert upgraded.version == 2
+    assert upgraded.version == SUMMARY_VERSION
     assert (upgraded.verdict, upgraded.metrics) == (summary.verdict, summary.metrics)
     assert isinstance(upgraded.extra["analysis"]["series"], dict)  # re-analysed, with details
     assert upgrade(summary, None) == summary  # no samples: nothing to re-analyse
     assert upgrade(upgraded, None) is upgraded  # already current
     write_summary(tmp_path, upgraded)
     assert load_summary(tmp_path) == upgraded
-    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["version"] == 2
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["version"] == SUMMARY_VERSION
 
 
 def test_v1_upgrade_keeps_the_summary_when_its_budgets_cannot_be_analysed() -> None:
@@ -159,3 +153,15 @@ def test_the_commit_under_test_is_the_targets_repository_else_the_harness(
     assert commit_under_test(None) == git_commit() != theirs
     monkeypatch.chdir(tmp_path)  # another repository's folder must not leak in
     assert commit_under_test(None) == git_commit() != theirs
+
+
+def test_the_upgrade_adds_parsed_limits_and_the_pages_tables() -> None:
+    data, summary = load_run(GOLDEN)
+    upgraded = upgrade(summary, data)
+    limits = {row["text"]: row for row in upgraded.extra["analysis"]["limits"]}
+    assert limits["ring: <= 256"]["kind"] == "level" and limits["ring: <= 256"]["limit"] == 256.0
+    assert limits["rss: 2 GB/h"]["unit"] == "B/h" and limits["rss: 2 GB/h"]["limit"] == 2e9
+    assert [row["type"] for row in upgraded.garbage_by_type()] == ["Node"]
+    assert upgraded.cycles() == []  # the golden windows explained no cycle
+    without_samples = upgrade(summary, None)
+    assert without_samples.version == 1  # a v1 summary needs its samples to go further

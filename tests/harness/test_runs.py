@@ -14,8 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from harness.analysis.runview import data_end
-from harness.config import RunConfig, SamplerIntervals
+from harness.config import BUDGET_FIELDS, RunConfig, SamplerIntervals, read_budgets
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
 from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
@@ -33,6 +32,9 @@ FAST = SamplerIntervals(rss_s=0.05, gauges_s=0.2, objects_s=1.0, garbage_s=1.0)
 def run_fixture(rundir: Path, name: str, **overrides: Any) -> RunOutcome:
     values: dict[str, Any] = {"duration_s": 2.0, "warmup_s": 0.5, "intervals": FAST}
     values.update(overrides)
+    for key in BUDGET_FIELDS:  # typed as text here, parsed as a face would
+        if key in values:
+            values[key] = read_budgets(values[key], "the test's budgets")
     return run(RunConfig(scenario=spec(name), rundir=str(rundir), **values))
 
 
@@ -120,7 +122,7 @@ def test_stop_when_ends_the_run_early_and_cleanly(no_leftovers: Path) -> None:
     seen: list[float] = []
 
     def enough(data: RunData) -> bool:
-        seen.append(data_end(data))
+        seen.append(data.data_end_s)
         return len(data.rss) > 0 and data.rss.t[-1] > 1.0
 
     config = RunConfig(scenario=spec("HEALTHY"), rundir=str(no_leftovers), duration_s=30.0,

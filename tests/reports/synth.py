@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.summary import summarize
+from harness.config import read_budgets
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.summary import Summary, write_summary
@@ -52,7 +53,8 @@ def write_run(
     with (rundir / SAMPLES_FILE).open("w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record, separators=(",", ":")) + "\n")
-    analysis = summarize(load_samples(rundir / SAMPLES_FILE), BUDGETS, 60.0)
+    analysis = summarize(load_samples(rundir / SAMPLES_FILE), read_budgets(BUDGETS, "budgets"),
+                         60.0)
     full = analysis.to_json()
     summary = Summary(
         scenario=scenario, injected=list(injected), verdict=verdict or analysis.verdict,

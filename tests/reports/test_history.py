@@ -12,14 +12,8 @@ import numpy as np
 import pytest
 
 from harness.errors import UsageError
-from reports.history import (
-    append_suite,
-    check_latest,
-    flag_regressions,
-    noise_band,
-    trends,
-    write_trend_plots,
-)
+from harness.history import append_suite, check_latest, flag_regressions, noise_band, trends
+from reports.history import flag_sentence, write_trend_plots
 from tests.reports.synth import MB, write_summary_only
 
 WRITERS, SUITES, RUNS = 4, 15, 3
@@ -91,7 +85,7 @@ def test_a_jump_is_flagged_and_noise_is_not(tmp_path: Path) -> None:
     nightly(db, tmp_path, [*noise, 90 * MB])
     flags = flag_regressions(db)
     assert len(flags) == 1 and flags[0].direction == "up"
-    assert "grows more than usual" in flags[0].sentence
+    assert "grows more than usual" in flag_sentence(flags[0])
     quiet = tmp_path / "quiet.sqlite"
     nightly(quiet, tmp_path / "q", [*noise, 9 * MB])
     assert flag_regressions(quiet) == []

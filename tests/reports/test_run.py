@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.upgrade import upgrade
 from harness.runfiles.names import (
     GARBAGE_PLOT,
     GAUGES_PLOT,
@@ -84,18 +85,18 @@ def test_a_stale_plot_is_removed_when_rewritten(flat: Path) -> None:
 def test_golden_v1_run_renders(tmp_path: Path) -> None:
     rundir = tmp_path / "golden"
     shutil.copytree(GOLDEN, rundir)
-    write_run_report(rundir)
+    write_run_report(rundir, upgrade=upgrade)
     text = page_text(rundir)
     assert ">pass</span>" in text and "leak-harness run tests.harness.fixtures" in text
     assert (rundir / RSS_PLOT).exists() and (rundir / GAUGES_PLOT).exists()
-    model = load_run_model(rundir)
-    assert model.summary.version == 2  # upgraded; 6 RSS samples are too few for a line
+    model = load_run_model(rundir, upgrade=upgrade)
+    assert model.summary.version == SUMMARY_VERSION  # upgraded; 6 RSS samples: too few for a line
     assert model.rss_fit is None and model.summary.metrics == load_summary(GOLDEN).metrics
 
 
 def test_a_fresh_summary_stores_the_judged_line_and_the_plot_draws_it(leaking: Path) -> None:
     summary = load_summary(leaking)
-    assert summary.version == SUMMARY_VERSION == 2
+    assert summary.version == SUMMARY_VERSION == 3
     fit = summary.fitted_line("rss")
     assert fit is not None and fit["unit"] == "B/h" and fit["value_unit"] == "B"
     assert fit["basis"] in ("all", "floor", "tail", "after_step")
@@ -114,9 +115,9 @@ def test_a_v1_folder_renders_with_the_line_from_one_re_analysis(
     rundir = as_v1(Path(shutil.copytree(leaking, tmp_path / "v1")))
     written = (rundir / SUMMARY_FILE).read_bytes()
     assert load_summary(rundir).version == 1 and load_summary(rundir).fitted_line("rss") is None
-    write_run_report(rundir)
-    model = load_run_model(rundir)
-    assert model.summary.version == 2 and model.summary.verdict == "leak"
+    write_run_report(rundir, upgrade=upgrade)
+    model = load_run_model(rundir, upgrade=upgrade)
+    assert model.summary.version == SUMMARY_VERSION and model.summary.verdict == "leak"
     assert model.rss_fit is not None and model.rss_fit == load_run_model(leaking).rss_fit
     assert (rundir / RSS_PLOT).exists() and ">leak</span>" in page_text(rundir)
     assert (rundir / SUMMARY_FILE).read_bytes() == written  # upgraded in memory only
@@ -196,3 +197,34 @@ def test_the_no_gen2_note_is_not_hidden_by_a_legend(
     legend = top.get_legend()
     if legend is not None:
         assert not legend.get_window_extent(renderer).overlaps(note.get_window_extent(renderer))
+
+
+def test_the_page_shows_the_analysis_tables_and_limits_from_the_summary(
+    leaking: Path, tmp_path: Path
+) -> None:
+    summary = load_summary(leaking)
+    assert summary.level_limit("work_list") == 4.0  # parsed by the analysis, not the report
+    rundir = Path(shutil.copytree(leaking, tmp_path / "edited"))
+    data = json.loads((rundir / SUMMARY_FILE).read_text())
+    data["extra"]["analysis"]["garbage_by_type"] = [
+        {"type": "OnlyInTheSummary", "objects": 7, "bytes": 70, "per_kop": 0.5}]
+    data["extra"]["analysis"]["cycles"] = [
+        {"shape": ["Stored.edge"], "count": 3, "retained_bytes": 300, "types": ["Stored"]}]
+    (rundir / SUMMARY_FILE).write_text(json.dumps(data))
+    write_run_report(rundir)
+    text = page_text(rundir)
+    assert "OnlyInTheSummary" in text and "Stored.edge -> (back)" in text
+    # The samples' cycles are not aggregated again for the table (the reasons still name them).
+    assert "<code>TreeNode.mamba_prev" not in text
+
+
+def test_a_v2_summary_gets_its_limits_from_the_upgrade(leaking: Path, tmp_path: Path) -> None:
+    rundir = Path(shutil.copytree(leaking, tmp_path / "v2"))
+    data = json.loads((rundir / SUMMARY_FILE).read_text())
+    del data["extra"]["analysis"]["limits"]
+    (rundir / SUMMARY_FILE).write_text(json.dumps({**data, "version": 2}))
+    assert load_summary(rundir).level_limit("work_list") is None
+    model = load_run_model(rundir, upgrade=upgrade)
+    assert model.summary.version == SUMMARY_VERSION
+    assert model.summary.level_limit("work_list") == 4.0
+    assert model.garbage_types == load_run_model(leaking).garbage_types

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.api import RunContext
-from harness.config import RunConfig, SamplerIntervals
+from harness.config import RunConfig, SamplerIntervals, read_budgets
 from harness.parent.runner import run
 from refcache import factories
 from scenarios.workloads.common import build_cache_workload
@@ -168,7 +168,7 @@ def test_a_lock_leak_breaks_the_idle_budget_in_a_worker(tmp_path: Path) -> None:
         options={"cache": {"kv_size": 2048, "every": 20}},
         intervals=SamplerIntervals(rss_s=0.05, gauges_s=0.1, objects_s=1.0, garbage_s=1.0),
         samplers=("gauges", "rss"),  # the level budgets need only the gauges
-        budgets=("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0"),
+        budgets=read_budgets(("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0"), "budgets"),
     )
     outcome = run(config)
     assert outcome.verdict == "leak", outcome.reasons

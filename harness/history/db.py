@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.runfiles.facts import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.summary import Summary, load_summary
-from reports.run.facts import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 
 DEFAULT_DB = Path("results") / "history.sqlite"
 SCHEMA_VERSION = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis.budgets import Budget, parse_budget
+from harness.budgets import Budget, parse_budget
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.analysis.units import (
+from harness.units import (
     format_bytes,
     format_duration,
     format_rate,

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.analysis.units import format_rate, parse_size
+from harness.units import format_rate, parse_size
 
 BudgetKind = Literal["rate", "level"]
 

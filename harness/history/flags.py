@@ -29,8 +29,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.history.db import Point, Trend, trends
-from reports.render.numbers import format_growth
+from harness.history.db import Point, Trend, trends
 
 K = 4.0
 FLOOR_PER_H = 10e6  # bytes per hour
@@ -56,21 +55,14 @@ class Band:
 
 @dataclass(frozen=True)
 class Flag:
+    """A latest run outside its band; its sentence is the reports' (``reports.history``)."""
+
     scenario: str
     column: str
     direction: str  # "up": grows more than usual (a regression); "down": less
     latest: Point
     band: Band
     history: int  # previous runs the band came from
-
-    @property
-    def sentence(self) -> str:
-        assert self.latest.growth_per_h is not None
-        shown = format_growth(self.latest.growth_per_h, self.latest.growth_ci, "B/h")
-        usual = format_growth(self.band.centre, (self.band.low, self.band.high), "B/h")
-        more = "more" if self.direction == "up" else "less"
-        return (f"{self.scenario} ({self.column}): RSS grows {more} than usual: {shown} on "
-                f"{self.latest.recorded_at:%Y-%m-%d}, usual {usual} over {self.history} runs.")
 
 
 def noise_band(values: list[float], k: float = K, floor: float = FLOOR_PER_H) -> Band:
@@ -120,3 +112,8 @@ def flag_regressions(
         if flag is not None:
             found.append(flag)
     return found
+
+
+def regressions(db: Path, scenario: str | None = None, nights: int = 14) -> list[Flag]:
+    """The flags that fail a suite: fixed-code series growing more than usual."""
+    return [f for f in flag_regressions(db, scenario, nights) if f.direction == "up"]
