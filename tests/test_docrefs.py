@@ -85,8 +85,14 @@ def prose_lines(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+IMPORT_LINE = re.compile(r"\s*(?:from|import)\s")
+
+
 def mentions(path: Path) -> list[Mention]:
     found: list[Mention] = []
+    source = path.read_text(encoding="utf-8")
+    if not any(REFERENCE.search(ln) and not IMPORT_LINE.match(ln) for ln in source.splitlines()):
+        return found  # nothing but imports names a package: no need to tokenize and parse
     for line, text in prose_lines(path):
         for match in REFERENCE.finditer(text):
             found.append(Mention(path, line, match.group(0)))
