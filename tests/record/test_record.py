@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -57,9 +58,15 @@ def test_leaky_service_child_is_named_with_its_site_and_passes_without_the_leak(
 
 
 def run_together(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Run the commands at the same time; their results, in order."""
+    """Run the commands at the same time, one torch thread each; their results, in order.
+
+    One thread each: with torch's default pool (a spinning OpenMP thread per core)
+    two scenario processes want four cores of the two, and the program's start-up
+    ate into its 20 s until too little was left past the warm-up to judge.
+    """
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     started = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=ROOT) for c in commands]
+                                cwd=ROOT, env=env) for c in commands]
     done = []
     try:
         for command, process in zip(commands, started, strict=True):
