@@ -13,7 +13,7 @@ scenarios use for "no leak".
    the file is written an hour at a time and followed by the parent's own
    ``SampleTail``, RSS read after each hour; then the runner's ``conclude``
    (load, analyse, write the summary) runs with the tail still alive, as it
-   is in ``harness.runner.run``. Targets: the parent's RSS does not grow with
+   is in ``harness.parent.runner.run``. Targets: the parent's RSS does not grow with
    the bytes it has read (under 0.1 B per B), and its peak through the end of
    a 24 h run stays under 1 GiB, the scale target for analysing a 24 h file.
 

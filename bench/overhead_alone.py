@@ -1,8 +1,8 @@
 """Sampler costs measured in this process, on one live workload driven by the worker's loop.
 
 Used by ``bench/sampler_overhead.py`` (part 2). Samplers are built by
-``harness.samplers.build_samplers`` at their default intervals, exactly as the
-worker builds them, and the loop is ``harness.loop.drive`` writing to a real
+``harness.worker.samplers.build_samplers`` at their default intervals, exactly as the
+worker builds them, and the loop is ``harness.worker.loop.drive`` writing to a real
 ``SampleWriter``. Each continuous sampler's own CPU is measured directly:
 every call into it goes through a proxy that adds up the calling thread's CPU
 time, and the RSS sampler's guard thread is read by its CPU clock; that is its share

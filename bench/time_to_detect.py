@@ -2,7 +2,7 @@
 
 Every injected cell of the detection matrix (each scenario with each of its
 regressions) runs once per seed exactly as ``leak-harness check`` runs it
-(``harness.check.run_cell``: the scenario's check duration and budgets, early
+(``harness.parent.matrix.run_cell``: the scenario's check duration and budgets, early
 stop once the verdict is certain). Time to detect is ``summary.json``'s
 ``time_to_detect_s`` (seconds of workload since start), or for a crash the
 seconds of workload until it; the cell's wall time includes the worker's

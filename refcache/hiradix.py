@@ -28,8 +28,7 @@ from refcache.pp_sync import PPSync
 from refcache.radix import MatchResult
 from refcache.storage import StorageTier, page_hashes
 
-# HostTier used to be defined here; importing it from refcache.hiradix still works.
-__all__ = ["HiRadixCache", "HostTier", "TreeNode"]
+__all__ = ["HiRadixCache", "TreeNode"]
 
 _EMPTY = torch.empty(0, dtype=torch.int64)
 

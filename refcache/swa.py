@@ -30,22 +30,15 @@ from refcache.pools import PoolAccount, SlotAllocator
 from refcache.radix import MatchResult
 from refcache.req import Req
 from refcache.swa_window import (
-    NodeAction,
-    NodeTest,
     leaf_segment,
-    lock_window,
-    next_segment,
     own_swa,
     release_window_lock,
     revive_or_free,
     take_window_lock,
-    unlock_window,
     window_match,
 )
 
-# The window helpers used to live here: importing them from refcache.swa still works.
-__all__ = ["NodeAction", "NodeTest", "SWARadixCache", "TreeNode", "own_swa", "window_match"]
-__all__ += ["lock_window", "next_segment", "unlock_window"]
+__all__ = ["SWARadixCache", "TreeNode"]
 
 _NONE = torch.empty(0, dtype=torch.int64)
 

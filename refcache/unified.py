@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from refcache.checks import check_links, check_tree
-from refcache.components import Component, ComponentLRUList, SWAComponent, lock_of
+from refcache.components import Component, lock_of
 from refcache.keys import page_aligned
 from refcache.node import BaseNode
 from refcache.pools import PoolAccount, SlotAllocator, StatePool
@@ -30,19 +30,9 @@ from refcache.pp_sync import PAYLOAD_DTYPE, PPSyncLike
 from refcache.radix import MatchResult
 from refcache.req import Req
 from refcache.swa_window import own_swa
-from refcache.unified_tree import KINDS, UnifiedTree
+from refcache.unified_tree import UnifiedTree
 
-# Names that used to be defined here; importing them from refcache.unified still works.
-__all__ = [
-    "KINDS",
-    "Component",
-    "ComponentLRUList",
-    "PPSyncLike",
-    "SWAComponent",
-    "TreeNode",
-    "UnifiedRadixCache",
-    "lock_of",
-]
+__all__ = ["TreeNode", "UnifiedRadixCache"]
 
 
 class TreeNode(BaseNode):

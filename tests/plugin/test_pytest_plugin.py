@@ -112,11 +112,11 @@ def test_a_leak_test_fails_the_build_by_the_same_rule_as_the_cli(
 OWN_CACHE = """
 import pytest
 
-@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:make", duration="20s")
+@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:make", duration="8s")
 def test_own_cache_holds_its_budgets(leak_result):
     pass
 
-@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:mkae", duration="20s")
+@pytest.mark.leak(scenario="radix-steady", target="examples.own_cache:mkae", duration="8s")
 def test_target_typo(leak_result):
     pass
 """

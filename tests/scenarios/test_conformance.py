@@ -17,6 +17,7 @@ def test_missing_methods_are_listed_together_before_anything_runs() -> None:
     assert "no pool_accounting(): the idle books check" in " ".join(found.facts)
 
 
+@pytest.mark.integration  # runs the scenario's workload on the cache
 def test_every_misbehaviour_of_a_complete_cache_is_listed() -> None:
     found = diagnose("radix-idle", f"{DOUBLES}:misbehaving", seconds=1.5)
     text = "\n".join(found.problems)
@@ -26,6 +27,7 @@ def test_every_misbehaviour_of_a_complete_cache_is_listed() -> None:
     assert len(found.problems) == 3, text
 
 
+@pytest.mark.integration  # runs the scenario's workload on the cache
 def test_the_reference_example_conforms(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["doctor", "--target", "examples.own_cache:make", "--seconds", "0.5",
                  "radix-steady"])
@@ -42,6 +44,7 @@ def test_a_broken_cache_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "PROBLEM: the cache (MissingMethods) lacks evict" in out
 
 
+@pytest.mark.integration  # runs the scenario's workload on the cache
 def test_the_second_example_with_its_own_request_type_conforms_in_every_scenario(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
