@@ -36,20 +36,24 @@ class IdleCheck:
         return cls(has_books=callable(getattr(cache, "pool_accounting", None)),
                    ledger=ledger if ledger.active else None)
 
-    def run(self, cache: PrefixCache) -> None:
-        """Read the books now; the caller makes sure no request is running."""
-        self._read_books(cache)
+    def run(self, cache: PrefixCache, waiting_states: int = 0) -> None:
+        """Read the books now; the caller makes sure no request is running.
+
+        ``waiting_states``: Mamba state slots that waiting requests own (forked
+        when the policy matched them): allocated, outside the tree, not lost."""
+        self._read_books(cache, waiting_states)
         if self.ledger is not None:
             self.unreleased = self.ledger.still_locked() if self.locked > 0 else {}
 
-    def _read_books(self, cache: PrefixCache) -> None:
+    def _read_books(self, cache: PrefixCache, waiting_states: int) -> None:
         if not self.has_books:
             self.locked = cache.full_protected_size()
             return
         books = cache.pool_accounting()
         self.checks += 1
         # Absolute per pool: one pool short and another over must not cancel out.
-        self.mismatch = sum(abs(account.mismatch) for account in books.values())
+        self.mismatch = sum(abs(account.mismatch + (waiting_states if name == "mamba" else 0))
+                            for name, account in books.items())
         full = books.get("full")
         if full is None:
             self.locked = cache.full_protected_size()
