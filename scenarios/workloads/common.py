@@ -124,6 +124,8 @@ class CacheWorkload:
             for path in PATHS:
                 name = f"exits_{path.replace('-', '_')}"
                 gauges[name] = functools.partial(s.exits.__getitem__, path)
+        if s.idle_check.has_tables:
+            gauges["stale_request_entries"] = lambda: s.idle_check.stale
         if s.idle_check.has_books:
             gauges["idle_pool_mismatch"] = lambda: s.idle_check.mismatch
             gauges["idle_checks"] = lambda: s.idle_check.checks
@@ -135,6 +137,8 @@ class CacheWorkload:
         unreleased = self.scheduler.idle_check.unreleased
         if unreleased:
             notes["unreleased_locks"] = unreleased
+        if self.scheduler.idle_check.stale_tables:
+            notes["stale_request_entries"] = dict(self.scheduler.idle_check.stale_tables)
         if self.scheduler.skipped_exits:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
         return notes

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,12 +88,16 @@ class Support:
     release_waiting: bool
     release_running: bool
     match_waiting: bool
+    # SGLang's check_prefetch_progress(req) -> bool, for caches with asynchronous prefetch.
+    prefetch_progress: Callable[[Any], Any] | None = None
 
     @classmethod
     def of(cls, cache: Any) -> Support:
+        progress = getattr(cache, "check_prefetch_progress", None)
         return cls(release_waiting=callable(getattr(cache, "release_aborted_request", None)),
                    release_running=_takes(getattr(cache, "cache_finished_req", None), "is_insert"),
-                   match_waiting=callable(getattr(cache, "match_waiting_req", None)))
+                   match_waiting=callable(getattr(cache, "match_waiting_req", None)),
+                   prefetch_progress=progress if callable(progress) else None)
 
     def skipped(self, exits: Exits) -> dict[str, str]:
         """Exit paths the load asks for that this cache cannot take, with the reason."""

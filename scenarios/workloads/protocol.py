@@ -88,6 +88,17 @@ class PrefixCache(Protocol):
         (called at the end of a run, with nothing running)."""
         ...
 
+    def check_prefetch_progress(self, req: Req) -> bool:
+        """Optional. Whether a waiting request's storage prefetch lets it be admitted now
+        (done, or cut short by the prefetch policy); False holds it in the queue."""
+        ...
+
+    def request_tables(self) -> Mapping[str, Any]:
+        """Optional. Per-request tables by name, each the request ids it holds entries for
+        (``{"ongoing_prefetch": [...]}``). At every idle moment an entry for a request
+        that is neither waiting nor running is stale: ``stale_request_entries``."""
+        ...
+
     def stats(self) -> dict[str, float]:
         """Gauges by name (tree nodes, detached-but-alive nodes, list sizes, pools...)."""
         ...

@@ -129,7 +129,7 @@ class Scheduler:
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
         self.cache.check_hicache_events()
         if not self.running:
-            self.idle_check.run(self.cache, self._waiting_states())
+            self.idle_check.run(self.cache, self._waiting_states(), self._live_rids())
             if self.load.idle(self.steps):
                 time.sleep(self.load.idle_sleep_s)
         return ops + 1
@@ -166,8 +166,10 @@ class Scheduler:
             else:
                 continue
             self.queue.remove(waiting)
-            self.cache.release_aborted_request(self._new_req(waiting))
+            req = self._new_req(waiting)
+            self.cache.release_aborted_request(req)
             self.exits[path] += 1
+            self._departed(req.rid, path)
             ops += 1
         return ops
 
@@ -180,30 +182,50 @@ class Scheduler:
             self.cache.match_waiting_req(self._new_req(waiting))
         return len(ahead)
 
+    def _departed(self, rid: int, path: str) -> None:
+        """Remember how a request left, for a stale table entry's report (exit loads only:
+        the happy path keeps no such record, so its memory is as it was)."""
+        if self.load.exits.on:
+            self.idle_check.departed(rid, path)
+
+    def _live_rids(self) -> set[int]:
+        live = {run.req.rid for run in self.running}
+        live.update(w.req.rid for w in self.queue if w.req is not None)
+        return live
+
     def _waiting_states(self) -> int:
         """State slots waiting requests own (forked at their match): not a leak at idle."""
         return sum(1 for w in self.queue if w.req is not None and w.req.state_slot is not None)
 
     def _admit(self) -> int:
         ops = 0
-        while self.queue and len(self.running) < self.load.max_running:
-            waiting = self.queue[0]
+        for waiting in list(self.queue):
+            if len(self.running) >= self.load.max_running:
+                break
             req = self._new_req(waiting)
+            if not self._prefetch_done(req):
+                continue  # held until its storage prefetch is done or cut short
             ops += 1
             if not self.cache.alloc_request(req):
                 self.alloc_failures += 1
                 if not self.running:  # cannot fit even with everything evictable: drop it
-                    self._drop(self.queue.popleft())
+                    self.queue.remove(waiting)
+                    self._drop(waiting)
                 else:
                     waiting.req = self._fresh(req)
                 break
-            self.queue.popleft()
+            self.queue.remove(waiting)
             if len(req.token_ids) - req.prefix_len > self.load.chunk_size:
                 self.cache.cache_unfinished_req(req)
                 ops += 1
             self.running.append(Running(req, waiting.request, len(waiting.request.prompt),
                                         list(waiting.generated), fate=waiting.fate))
         return ops
+
+    def _prefetch_done(self, req: Req) -> bool:
+        """SGLang's ``check_prefetch_progress``, for a cache with asynchronous prefetch."""
+        check = self.support.prefetch_progress
+        return check is None or bool(check(req))
 
     def _fresh(self, req: Req) -> Req | None:
         """After a failed admission: keep the request if it still owns something, else a new one
@@ -214,6 +236,7 @@ class Scheduler:
         self.dropped += 1
         if self.load.exits.on and self.support.release_waiting and waiting.req is not None:
             self.cache.release_aborted_request(waiting.req)
+            self._departed(waiting.req.rid, "dropped")
 
     def _decode(self) -> int:
         ops = 0
@@ -242,6 +265,7 @@ class Scheduler:
         self.running.remove(run)
         self.cache.cache_finished_req(run.req, is_insert=False)
         self.exits[path] += 1
+        self._departed(run.req.rid, path)
         if path == RETRACT:  # back to the queue's front with what it decoded (SGLang keeps it)
             self.queue.appendleft(Waiting(run.request, self.steps, run.fate,
                                           generated=run.generated))
@@ -280,6 +304,7 @@ class Scheduler:
     def _finish(self, run: Running) -> int:
         self.running.remove(run)
         self.cache.cache_finished_req(run.req)
+        self._departed(run.req.rid, "finish")
         self.traffic.record_reply(run.request, run.generated)
         self.finished += 1
         return 1
@@ -294,3 +319,4 @@ class Scheduler:
                 if waiting.req is not None:
                     self.cache.release_aborted_request(waiting.req)
             self.queue.clear()
+            self.cache.check_hicache_events()  # one more event round frees what they gave back

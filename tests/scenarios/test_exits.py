@@ -23,7 +23,9 @@ FAMILIES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "swa": (factories.swa_cache, {"kv_size": 2048, "swa_size": 2048, "sliding_window": 64}),
     "unified": (factories.unified_cache,
                 {"kv_size": 2048, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64}),
-    "hiradix": (factories.hiradix_cache, {"kv_size": 2048, "host_size": 16384}),
+    "hiradix": (factories.hiradix_cache, {"kv_size": 2048, "host_size": 4096,
+                                          "storage_pages": 16384, "prefetch_threshold": 16,
+                                          "prefetch_ticks": 4}),
     "himamba": (factories.himamba_cache,
                 {"kv_size": 2048, "mamba_size": 64, "host_size": 4096}),
 }
@@ -35,7 +37,8 @@ def drive(cache: Any, steps: int = STEPS, seed: int = 0) -> tuple[Scheduler, int
     worst = 0
     for _ in range(steps):
         scheduler.step()
-        worst = max(worst, scheduler.idle_check.mismatch, scheduler.idle_check.locked)
+        check = scheduler.idle_check
+        worst = max(worst, check.mismatch, check.locked, check.stale)
     return scheduler, worst
 
 
@@ -102,3 +105,27 @@ def test_a_cache_without_exit_calls_skips_those_paths_with_reasons() -> None:
     assert set(skipped) == {*PATHS, "match-waiting"}
     assert "release_aborted_request" in skipped["abort-waiting"]
     assert "is_insert" in skipped["retract"]
+
+
+def hiradix_with_prefetch(inject: tuple[str, ...] = ()) -> Any:
+    factory, options = FAMILIES["hiradix"]
+    return factory(inject=inject, **options)
+
+
+def test_async_prefetch_lands_and_gives_everything_back() -> None:
+    cache = hiradix_with_prefetch()
+    scheduler, worst = drive(cache, 1500)
+    assert worst == 0
+    assert cache.prefetch_hits > 10 and scheduler.exits["abort-waiting"] > 0
+    scheduler.drain()
+    assert (cache.prefetch_tokens_occupied, len(cache.ongoing_prefetch)) == (0, 0)
+    cache.sanity_check()
+
+
+def test_aborted_request_prefetch_is_a_stale_entry_and_stops_prefetch() -> None:
+    """SGLang #9874: the abort gives back nothing the prefetch took."""
+    cache = hiradix_with_prefetch(("hiradix-abort-prefetch",))
+    scheduler, worst = drive(cache, 1500)
+    assert worst > 0
+    assert set(scheduler.idle_check.stale_tables) == {"ongoing_prefetch"}
+    assert cache.prefetch_rate_limited()  # occupancy stuck at the limit: no more prefetch
