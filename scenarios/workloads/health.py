@@ -18,7 +18,9 @@ from typing import Any
 from scenarios.workloads.locks import LockLedger
 from scenarios.workloads.protocol import PrefixCache
 
-LEFT_KEPT = 4096  # departed requests remembered, with the path they left by
+# Departed requests remembered with the path they left by: enough for those that left
+# since the last idle moment (a ring: filling a bigger one reads as heap growth).
+LEFT_KEPT = 256
 STALE_SHOWN = 5  # stale entries named per table
 
 
@@ -68,12 +70,15 @@ class IdleCheck:
     def _read_tables(self, cache: PrefixCache, live: set[int]) -> None:
         """Entries for requests neither waiting nor running are stale: an exit path forgot
         them (SGLang #9874 left ``ongoing_prefetch`` entries of aborted requests)."""
-        self.stale, self.stale_tables = 0, {}
+        self.stale, before = 0, self.stale_tables
+        self.stale_tables = {}
         for table, rids in cache.request_tables().items():
             gone = [rid for rid in rids if rid not in live]
             self.stale += len(gone)
             if gone:
-                self.stale_tables[table] = {rid: self._left.get(rid, "unknown")
+                # Keep the path of the entries shown, which stay stale across idle moments.
+                shown = before.get(table, {})
+                self.stale_tables[table] = {rid: self._left.get(rid) or shown.get(rid, "unknown")
                                             for rid in gone[:STALE_SHOWN]}
 
     def _read_books(self, cache: PrefixCache, waiting_states: int) -> None:
