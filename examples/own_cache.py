@@ -165,11 +165,15 @@ class BlockHashCache:
         req.kv_indices = torch.cat((new, req.kv_indices[len(new) :]))
         req.prefix_len, req.last_node = len(new), match.last_device_node
 
-    def cache_finished_req(self, req: Req) -> None:
-        length = self._insert_req(req)
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        """``is_insert=False``: aborted, failed or retracted; cache nothing, free its own slots."""
+        length = self._insert_req(req) if is_insert else req.prefix_len
         self.pool.free(req.kv_indices[length:])
         self.dec_lock_ref(req.last_node)
         req.last_node = None
+
+    def release_aborted_request(self, req: Req) -> None:
+        """A waiting request holds nothing in this cache until it is admitted."""
 
     # -- the rest of the protocol
     def check_hicache_events(self) -> None:

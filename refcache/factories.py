@@ -121,6 +121,10 @@ def hiradix_cache(
     pp_timeout_s: float = 60.0,
     storage_pages: int = 0,
     prefetch_threshold: int = 1,
+    prefetch_ticks: int = 0,
+    prefetch_policy: str = "wait_complete",
+    prefetch_timeout: int = 8,
+    prefetch_capacity: int = 0,
 ) -> HiRadixCache:
     """HiRadixCache (incident 3 as ``hiradix-pp-sync-no-drain`` when PP is on,
     incident 5 as ``hiradix-host-indices-view``).
@@ -140,6 +144,11 @@ def hiradix_cache(
       each new request then prefetches its stored pages into the host first.
     - ``prefetch_threshold``: fewer new tokens (or stored ones) than this are not
       prefetched (the prefetch is revoked).
+    - ``prefetch_ticks``: 0 prefetches at admission, at once; N > 0 starts the
+      prefetch while the request waits and completes it over N event rounds.
+    - ``prefetch_policy``: ``best_effort``, ``wait_complete`` or ``timeout`` (SGLang's).
+    - ``prefetch_timeout``: event rounds the ``timeout`` policy waits.
+    - ``prefetch_capacity``: tokens prefetches may hold at once (0: SGLang's default).
     """
     kv, host = SlotAllocator(kv_size), HostPool(host_size, kv_row_elems)
     storage = StorageTier(storage_pages, page_size, kv_row_elems) if storage_pages else None
@@ -158,6 +167,10 @@ def hiradix_cache(
             pp_payload=pp_payload,
             storage=storage,
             prefetch_threshold=prefetch_threshold,
+            prefetch_ticks=prefetch_ticks,
+            prefetch_policy=prefetch_policy,
+            prefetch_timeout=prefetch_timeout,
+            prefetch_capacity=prefetch_capacity,
         )
 
     cache: HiRadixCache = _with_pipeline(build, pipeline)

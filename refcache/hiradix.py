@@ -10,10 +10,17 @@ Incident 3 lives in ``HiRadixCache.check_hicache_events``: each round's two
 count tensors are forwarded down the pipeline by ``PPSync.sync``; the fix
 drains the previous round's sends at the start of the round, the regression
 ``hiradix-pp-sync-no-drain`` only reaps completed ones at the end.
+
+With ``prefetch_ticks`` > 0 storage prefetch is asynchronous (``refcache.prefetch``).
+SGLang #9874 lives in ``release_aborted_request``: under
+``hiradix-abort-prefetch`` a waiting request's abort gives back nothing its
+prefetch took (the host node's ref, the host slots, the ``ongoing_prefetch``
+entry, its share of ``prefetch_tokens_occupied``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -23,14 +30,17 @@ from refcache.host_tier import HostTier
 from refcache.keys import RadixKey, child_key, page_aligned
 from refcache.lru import LRUList
 from refcache.node import BaseNode
-from refcache.pools import HostPool, SlotAllocator
+from refcache.pools import HostPool, PoolAccount, SlotAllocator
 from refcache.pp_sync import PPSync
+from refcache.prefetch import POLICIES, PrefetchOperation, ready
 from refcache.radix import MatchResult
+from refcache.req import Req
 from refcache.storage import StorageTier, page_hashes
 
 __all__ = ["HiRadixCache", "TreeNode"]
 
 _EMPTY = torch.empty(0, dtype=torch.int64)
+ABORT_PREFETCH = "hiradix-abort-prefetch"
 
 
 class TreeNode(BaseNode):
@@ -40,10 +50,16 @@ class TreeNode(BaseNode):
         self.loading = False
         self.host_prev: Any = None
         self.host_next: Any = None
+        self.host_ref_counter = 0  # prefetches in flight under this node (protect_host)
 
     @property
     def backuped(self) -> bool:
         return self.host_value is not None
+
+    @property
+    def host_lock(self) -> int:
+        """What keeps host eviction off this node: device locks and prefetches under it."""
+        return self.lock_ref + self.host_ref_counter
 
 
 class HiRadixCache(HostTier):
@@ -65,6 +81,10 @@ class HiRadixCache(HostTier):
         pp_payload: int = 1,
         storage: StorageTier | None = None,
         prefetch_threshold: int = 1,
+        prefetch_ticks: int = 0,
+        prefetch_policy: str = "wait_complete",
+        prefetch_timeout: int = 8,
+        prefetch_capacity: int = 0,
     ) -> None:
         thresholds = (write_through_threshold, load_back_threshold)
         self._init_host_tier(kv_pool, host_pool, *thresholds, device_kv, latency_ticks)
@@ -75,11 +95,22 @@ class HiRadixCache(HostTier):
         # (SGLang's host_mem_release_queue, drained by _drain_release).
         self.host_release: list[torch.Tensor] = []
         self.prefetches = self.prefetch_hits = 0
+        if prefetch_policy not in POLICIES:
+            raise ValueError(f"prefetch_policy must be one of {POLICIES}, got {prefetch_policy!r}")
+        # 0: a prefetch completes at once, at admission; else over this many event rounds.
+        self.prefetch_ticks, self.prefetch_policy = prefetch_ticks, prefetch_policy
+        self.prefetch_timeout = prefetch_timeout  # rounds, for the "timeout" policy
+        # SGLang's default limit: 80% of the host pool beyond the device pool's size.
+        default = int(0.8 * (host_pool.size - kv_pool.size))
+        self.prefetch_capacity = prefetch_capacity or max(default, host_pool.size // 4)
+        self.ongoing_prefetch: dict[int, PrefetchOperation] = {}
+        self.prefetch_tokens_occupied = 0
+        self.rounds = 0
 
     def reset(self) -> None:
         super().reset()
         # Host-only nodes, in the order they were demoted: host eviction's candidates.
-        self.host_lru_list = LRUList("host_prev", "host_next", "lock_ref", self._clears_pointers())
+        self.host_lru_list = LRUList("host_prev", "host_next", "host_lock", self._clears_pointers())
 
     # ------------------------------------------------------------------ events
     def check_hicache_events(self) -> None:
@@ -88,6 +119,7 @@ class HiRadixCache(HostTier):
         if self.pp is not None and not broken:
             self.pp.drain_async_work()  # the fix: last round's sends, waited for and dropped
         self._drain_release()
+        self.rounds += 1
         self.cache_controller.tick()
         self.writing_check()
         self.loading_check()
@@ -121,9 +153,80 @@ class HiRadixCache(HostTier):
         return [t for key in reversed(keys) for t in key]
 
     def _match_for_request(self, key: RadixKey) -> MatchResult:
-        if self.storage is not None:
+        if self.storage is not None and not self.prefetch_ticks:
             self.prefetch_from_storage(key)
         return super()._match_for_request(key)
+
+    # ------------------------------------------------------------------ async prefetch
+    def match_waiting_req(self, req: Req) -> None:
+        """Start the request's storage prefetch while it waits (asynchronous mode)."""
+        if (self.storage is None or not self.prefetch_ticks or req.aux.get("prefetch_tried")
+                or self.prefetch_rate_limited()):
+            return
+        req.aux["prefetch_tried"] = True  # once per request, as SGLang does at queue entry
+        reserved = self._reserve_prefetch(req.key())
+        if reserved is None:
+            return
+        last, new, host = reserved
+        hashes = self._chain(last, new)
+        stored = self.storage.hits(hashes) * self.page_size
+        if stored < self.prefetch_threshold:
+            self.host_release.append(host)  # nothing worth waiting for: revoked at once
+            return
+        last.host_ref_counter += 1  # protect_host
+        self.ongoing_prefetch[req.rid] = PrefetchOperation(
+            last, new, host, hashes, stored, self.rounds)
+        self.prefetch_tokens_occupied += len(new)
+        self.prefetches += 1
+
+    def prefetch_rate_limited(self) -> bool:
+        return self.prefetch_tokens_occupied >= self.prefetch_capacity
+
+    def check_prefetch_progress(self, req: Req) -> bool:
+        """Whether the request may be admitted; a finished or cut-short prefetch lands."""
+        op = self.ongoing_prefetch.get(req.rid)
+        if op is None:
+            return True
+        if not ready(op, self.prefetch_policy, self.rounds, self.prefetch_ticks,
+                     self.prefetch_timeout):
+            return False
+        del self.ongoing_prefetch[req.rid]
+        op.terminated = True  # terminate_prefetch: what has not arrived is dropped
+        self._land(op, op.completed_tokens(self.rounds, self.prefetch_ticks))
+        return True
+
+    def _land(self, op: PrefetchOperation, done: int) -> None:
+        """The arrived pages become a host leaf under the prefetch's node; the rest go back."""
+        self._release_prefetch(op)
+        assert self.storage is not None
+        done = min(done, self.storage.hits(op.hashes) * self.page_size)  # pages stored over
+        free_slot = op.node.children.get(child_key(op.key, self.page_size)) is None
+        if done < self.prefetch_threshold or not free_slot:
+            self.host_release.append(op.host)  # nothing arrived, or another request got there
+            return
+        rows = self.storage.get(op.hashes[: done // self.page_size])
+        self.host_pool.buffer[op.host[:done]] = rows
+        self._add_host_leaf(op.node, op.key[:done], op.host[:done].clone())
+        self.host_release.append(op.host[done:])
+        self.prefetch_hits += 1
+
+    def _release_prefetch(self, op: PrefetchOperation) -> None:
+        op.node.host_ref_counter -= 1  # release_host
+        self.prefetch_tokens_occupied -= len(op.key)
+
+    def release_aborted_request(self, req: Req) -> None:
+        """The request left the queue: its prefetch stops and gives everything back."""
+        super().release_aborted_request(req)
+        if ABORT_PREFETCH in self.inject:
+            return  # SGLang #9874: the abort path never told the cache
+        op = self.ongoing_prefetch.pop(req.rid, None)
+        if op is not None:
+            self._release_prefetch(op)
+            self.host_release.append(op.host)
+
+    def request_tables(self) -> dict[str, list[int]]:
+        """Per-request tables: each must hold only requests still waiting or running."""
+        return {"ongoing_prefetch": list(self.ongoing_prefetch)}
 
     def prefetch_from_storage(self, key: RadixKey) -> int:
         """Bring the stored pages after a new request's device and host hit to the host.
@@ -236,7 +339,19 @@ class HiRadixCache(HostTier):
             "prefetches": self.prefetches,
             "prefetch_hits": self.prefetch_hits,
             "storage_pages": 0 if self.storage is None else len(self.storage),
+            "prefetches_in_flight": len(self.ongoing_prefetch),
+            "prefetch_tokens_occupied": self.prefetch_tokens_occupied,
         }
+
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """Host slots of prefetches in flight are protected, held by copies in flight."""
+        books = super().pool_accounting()
+        held = sum(len(op.host) for op in self.ongoing_prefetch.values())
+        if held:
+            host = books["host"]
+            books["host"] = dataclasses.replace(
+                host, protected=host.protected + held, in_transfer=host.in_transfer + held)
+        return books
 
     # ------------------------------------------------------------------ checks
     def _sanity_extra(self, outstanding_states: int) -> None:

@@ -14,6 +14,11 @@ own child (children sit just MRU-side of their parent); once both are deleted,
 Incident 7 (SGLang #16067) lives in ``_unschedule_request_state``: under
 ``mamba-slot-failed-schedule`` a request whose KV allocation fails keeps the
 state slot it was given, and the idle books of the Mamba pool come up short.
+
+SGLang #12693 lives in ``_release_waiting_state``: the policy's match forks the
+matched state into a slot the waiting request owns (``match_waiting_req``);
+under ``mamba-abort-queued-slot`` an abort of the waiting request drops the
+request without freeing that slot.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class TreeNode(BaseNode):
 
 
 FAILED_SCHEDULE = "mamba-slot-failed-schedule"
+ABORT_QUEUED = "mamba-abort-queued-slot"
 
 
 def _has_state(node: Any) -> bool:
@@ -207,8 +213,35 @@ class MambaRadixCache(HybridRadixCache):
             self.evict_mamba(1)
         return self.mamba_pool.alloc(1)
 
-    def _alloc_request_state(self, req: Req, match: MatchResult) -> bool:
+    def match_waiting_req(self, req: Req) -> None:
+        """Fork the matched prefix's state into a slot the waiting request owns
+        (SGLang's copy-on-write match); the matched node is locked while a slot is
+        made, so that making room cannot evict the state being copied."""
+        if req.state_slot is not None:
+            return
+        node = self.match_prefix(req.key()).last_device_node
+        if node is self.root_node or node.mamba_value is None:
+            return
+        self.inc_lock_ref(node)
         slot = self.alloc_state_slot()
+        self.dec_lock_ref(node)
+        if slot is not None:
+            self.mamba_pool.copy_from(node.mamba_value, slot)
+            req.state_slot = slot
+
+    def _release_waiting_state(self, req: Req) -> None:
+        # SGLang #12693: the abort dropped the request with the slot its match forked.
+        if req.state_slot is not None and ABORT_QUEUED not in self.inject:
+            self.mamba_pool.free(req.state_slot)
+        req.state_slot = None
+
+    def _release_request_state(self, req: Req) -> None:
+        if req.state_slot is not None:
+            self.mamba_pool.free(req.state_slot)
+        req.state_slot = None
+
+    def _alloc_request_state(self, req: Req, match: MatchResult) -> bool:
+        slot = req.state_slot if req.state_slot is not None else self.alloc_state_slot()
         if slot is None:
             return False
         node = match.last_device_node
@@ -246,8 +279,11 @@ class MambaRadixCache(HybridRadixCache):
         req.kv_indices = torch.cat((new, req.kv_indices[len(new) :]))
         req.prefix_len, req.last_node = len(new), last
 
-    def cache_finished_req(self, req: Req) -> None:
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         """Give the request's own state slot to the tree (freed if one existed)."""
+        if not is_insert:  # abort, failure, retraction: nothing is cached
+            self.release_running_req(req)
+            return
         length = page_aligned(len(req.kv_indices), self.page_size)
         assert req.state_slot is not None
         prefix, exist = self.insert_with_state(

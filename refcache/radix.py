@@ -147,12 +147,16 @@ class RadixCache(RadixTree):
         req.kv_indices = torch.cat((new, req.kv_indices[len(new) :]))
         req.prefix_len, req.last_node = len(new), match.last_device_node
 
-    def cache_finished_req(self, req: Req) -> None:
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         """Insert the finished request, free what the tree already had, unlock.
 
         A block still being denoised when the request ends is not cached: its
-        slots are freed with the unaligned tail.
+        slots are freed with the unaligned tail. ``is_insert=False`` (an abort,
+        a failure, a retraction) caches nothing and gives everything back.
         """
+        if not is_insert:
+            self.release_running_req(req)
+            return
         length = page_aligned(req.settled_len(), self.page_size)
         prefix = self.insert(req.key(length), req.kv_indices[:length], self._insert_extra(req))
         self.kv_pool.free(req.kv_indices[req.prefix_len : prefix])
@@ -160,6 +164,24 @@ class RadixCache(RadixTree):
         self._release_request_state(req)
         self.dec_lock_ref(req.last_node)
         req.last_node = None
+
+    def release_running_req(self, req: Req) -> None:
+        """A running request leaves uncached: its own KV slots, its state, its lock."""
+        self.kv_pool.free(req.kv_indices[req.prefix_len :])
+        req.kv_indices = req.kv_indices[: req.prefix_len]
+        self._release_request_state(req)
+        self.dec_lock_ref(req.last_node)
+        req.last_node = None
+
+    def match_waiting_req(self, req: Req) -> None:
+        """The scheduling policy's match of a waiting request; nothing to take here."""
+
+    def release_aborted_request(self, req: Req) -> None:
+        """A waiting request leaves (abort, timeout): give back what it took while waiting."""
+        self._release_waiting_state(req)
+
+    def _release_waiting_state(self, req: Req) -> None:
+        """hook: free what ``match_waiting_req`` gave the request (Mamba: its forked state)."""
 
     def _insert_extra(self, req: Req) -> dict[str, Any]:
         """hook: extra insert arguments taken from the request (Mamba state)."""

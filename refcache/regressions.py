@@ -61,6 +61,21 @@ REGISTRY: dict[str, Regression] = {
             "SGLang #16067: a request whose KV allocation fails keeps the Mamba state slot "
             "it was given",
         ),
+        Regression(
+            "mamba-abort-queued-slot",
+            8,
+            "MambaRadixCache",
+            "SGLang #12693: a waiting request whose match forked the cached Mamba state into "
+            "a slot of its own is aborted; the abort drops the request without freeing the slot",
+        ),
+        Regression(
+            "hiradix-abort-prefetch",
+            9,
+            "HiRadixCache",
+            "SGLang #9874: aborting a waiting request gives back nothing its storage prefetch "
+            "took: the host node's ref, the host slots, the ongoing_prefetch entry and its "
+            "share of prefetch_tokens_occupied (past the capacity limit, prefetch stops)",
+        ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
         Regression(
             "hiradix-host-indices-view",

@@ -252,12 +252,21 @@ class SWARadixCache(HybridRadixCache):
         length = self._insert_req(req)
         self._resume_at(req, length, f"the window before {length} is not intact")
 
-    def cache_finished_req(self, req: Req) -> None:
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        if not is_insert:  # abort, failure, retraction: nothing is cached
+            self.release_running_req(req)
+            return
         length = self._insert_req(req)
         self.kv_pool.free(req.kv_indices[length:])  # the unaligned tail is not cached
         self.swa_pool.free(req.aux.pop("swa_indices", _NONE))
         self.dec_lock_ref(req.last_node)
         req.last_node = None
+
+    def _release_request_state(self, req: Req) -> None:
+        self.swa_pool.free(req.aux.pop("swa_indices", _NONE))
+
+    def _unschedule_request_state(self, req: Req) -> None:
+        self._release_request_state(req)  # KV did not fit: its SWA slots go back too
 
     def held_by(self, req: Req) -> dict[str, int]:
         """Slots the request holds outside the tree, per pool."""

@@ -132,8 +132,11 @@ class UnifiedRadixCache(UnifiedTree):
         length = self._insert_req(req, donated)
         self._resume_at(req, length, f"the tree cannot resume at {length}")
 
-    def cache_finished_req(self, req: Req) -> None:
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         """The tree takes the request's own state slot (freed if it had one)."""
+        if not is_insert:  # abort, failure, retraction: nothing is cached
+            self.release_running_req(req)
+            return
         state, req.state_slot = req.state_slot, None
         length = self._insert_req(req, state)
         self.kv_pool.free(req.kv_indices[length:])  # the unaligned tail is not cached

@@ -41,8 +41,8 @@ class ZooCache(RadixCache):
         self.in_flight += admitted
         return admitted
 
-    def cache_finished_req(self, req: Req) -> None:
-        super().cache_finished_req(req)
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        super().cache_finished_req(req, is_insert)
         self.in_flight -= 1
 
     def zoo_stats(self) -> dict[str, float]:

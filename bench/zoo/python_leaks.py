@@ -33,7 +33,7 @@ class DictRetention(ZooCache):
         super().__init__(*args, **kwargs)
         self.finished_tokens: dict[int, list[int]] = {}
 
-    def cache_finished_req(self, req: Req) -> None:
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         owed = self.ledger.owed()
         if owed:
             kept = fresh_tokens(req.token_ids, tokens_for(owed))
@@ -42,7 +42,7 @@ class DictRetention(ZooCache):
             grown = sys.getsizeof(self.finished_tokens) - before
             key = 0 if req.rid in SMALL_INTS else sys.getsizeof(req.rid)
             self.ledger.add(list_bytes(kept) + grown + key)
-        super().cache_finished_req(req)
+        super().cache_finished_req(req, is_insert)
 
 
 # A match record: when, which node, how long; three fresh floats in a tuple.

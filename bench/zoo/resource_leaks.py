@@ -28,8 +28,8 @@ class ThreadLeak(ZooCache):
         self.shutdown = threading.Event()
         self.flushers: list[threading.Thread] = []
 
-    def cache_finished_req(self, req: Req) -> None:
-        super().cache_finished_req(req)
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        super().cache_finished_req(req, is_insert)
         if self.ledger.owed():
             flusher = threading.Thread(target=self._flush, name="flush", daemon=True)
             flusher.start()

@@ -22,6 +22,7 @@ names a culprit only for budgets that failed (``leak``) or nearly did
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -106,6 +107,8 @@ def where_it_grows(
     if not failing:
         return []
     found: list[Finding] = []
+    if "stale_request_entries" in failing:  # a named table and exit path: the most certain
+        found += stale_findings(run.notes)
     sites = growing_sites(run.alloc_windows)
     # Allocation windows see what goes through Python's and C's allocators;
     # shared mappings bypass both, so only the owner search can find their holders.
@@ -149,6 +152,19 @@ def lock_findings(notes: Sequence[NotesLine]) -> list[Finding]:
             f"unlocked: a missing dec_lock_ref); they were locked at {where}"
         )
         found.append(Finding("locks", "locked_while_idle", text, site=str(sites[0]["site"])))
+    return found
+
+
+def stale_findings(notes: Sequence[NotesLine]) -> list[Finding]:
+    """Per-request table entries of requests that have left, and the path each left by."""
+    found = []
+    for record in notes[-1:]:
+        for table, entries in (record.get("stale_request_entries") or {}).items():
+            paths = Counter(str(path) for path in entries.values())
+            how = ", ".join(f"{path} ({n})" for path, n in paths.most_common())
+            text = (f"{table} keeps entries of requests that have left (by {how}): "
+                    f"that exit path never gives back what the entry holds")
+            found.append(Finding("table", "stale_request_entries", text, site=str(table)))
     return found
 
 

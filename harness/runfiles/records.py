@@ -257,6 +257,9 @@ class NotesLine(TypedDict):
     type: Literal["notes"]
     t: float
     unreleased_locks: NotRequired[UnreleasedLocks]
+    # Per-request table -> request id -> the exit path it left by (ids as JSON keys).
+    stale_request_entries: NotRequired[dict[str, dict[str, str]]]
+    exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
     error: NotRequired[str]  # notes() raised
 
 

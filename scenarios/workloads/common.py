@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.api import Gauge, RunContext, Scenario
+from scenarios.workloads.exits import PATHS, Exits
 from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
@@ -34,7 +35,19 @@ GENERIC_BUDGETS = ("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 250000 /h",
                    "cyclic_garbage: 0.5 /kop", "tensor_pinned: <= 1 MB")
 IDLE_BUDGETS = ("idle_pool_mismatch: <= 0", "locked_while_idle: <= 0")
 DEFAULT_BUDGETS = (*GENERIC_BUDGETS, *IDLE_BUDGETS)
+# The exit-path scenarios' load. Bursts queue requests, so aborts and timeouts find
+# them waiting (the head of the queue already matched); after each burst is admitted
+# decode runs with no arrivals, then the cache goes idle and the idle check reads
+# the books. The small KV pools these scenarios use make decode retract requests.
+EXITS = Exits(abort_waiting=0.05, abort_running=0.05, fail_running=0.02, timeout_steps=12,
+              retract=True, match_ahead=8)
+EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8, exits=EXITS)
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
+
+
+def load_exits(scheduler: Scheduler) -> bool:
+    """Whether the load takes exit paths (then their counts are gauges)."""
+    return scheduler.load.exits.on
 
 
 def call_factory(factory: Callable[..., Any], options: Mapping[str, Any]) -> Any:
@@ -71,7 +84,7 @@ class CacheWorkload:
         shape = dataclasses.replace(shape, **ctx.options.get("traffic", {}))
         self.cache: PrefixCache = call_factory(ctx.factory(factory),
                                                {"inject": ctx.inject, **options})
-        self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load)
+        self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load, ctx.seed)
         self._stats: dict[str, float] = {}
         self._stats_at = 0.0
 
@@ -107,6 +120,12 @@ class CacheWorkload:
             "cached_tokens": lambda: self.cache.full_evictable_size()
             + self.cache.full_protected_size(),
         }
+        if load_exits(s):
+            for path in PATHS:
+                name = f"exits_{path.replace('-', '_')}"
+                gauges[name] = functools.partial(s.exits.__getitem__, path)
+        if s.idle_check.has_tables:
+            gauges["stale_request_entries"] = lambda: s.idle_check.stale
         if s.idle_check.has_books:
             gauges["idle_pool_mismatch"] = lambda: s.idle_check.mismatch
             gauges["idle_checks"] = lambda: s.idle_check.checks
@@ -114,8 +133,15 @@ class CacheWorkload:
 
     def notes(self) -> dict[str, Any]:
         """Facts for "Where it grows" that are not numbers: the locks held at idle."""
+        notes: dict[str, Any] = {}
         unreleased = self.scheduler.idle_check.unreleased
-        return {"unreleased_locks": unreleased} if unreleased else {}
+        if unreleased:
+            notes["unreleased_locks"] = unreleased
+        if self.scheduler.idle_check.stale_tables:
+            notes["stale_request_entries"] = dict(self.scheduler.idle_check.stale_tables)
+        if self.scheduler.skipped_exits:
+            notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
+        return notes
 
     def close(self) -> None:
         """Finish what runs, then SGLang's idle check: with no request running,

@@ -17,6 +17,8 @@ from typing import Any
 from harness.api import RunContext, Scenario, load_callable
 from harness.registry import load_scenario
 from harness.runfiles.signals import JUDGED_SIGNALS
+from scenarios.workloads.common import EXITS
+from scenarios.workloads.exits import Support
 
 # What the scheduler and the workload call on every cache (scenarios.workloads.protocol).
 REQUIRED = (
@@ -81,7 +83,23 @@ def _methods(cache: Any, found: Diagnosis) -> bool:
     for name, consequence in OPTIONAL.items():
         if not callable(getattr(cache, name, None)):
             found.facts.append(f"no {name}(): {consequence}.")
+    _exit_calls(cache, found)
     return not missing
+
+
+def _exit_calls(cache: Any, found: Diagnosis) -> None:
+    """Which exit paths (aborts, timeouts, failures, retraction) the cache can take."""
+    support = Support.of(cache)
+    taken = [call for call, ok in (
+        ("release_aborted_request (aborts and timeouts while waiting)", support.release_waiting),
+        ("cache_finished_req(is_insert=False) (aborts, failures, retraction while running)",
+         support.release_running),
+        ("match_waiting_req (the policy's match of waiting requests)", support.match_waiting),
+    ) if ok]
+    if taken:
+        found.facts.append(f"exit-path calls implemented: {'; '.join(taken)}.")
+    for path, reason in sorted(support.skipped(EXITS).items()):
+        found.facts.append(f"exit path {path} is not taken in the *-exits scenarios: {reason}.")
 
 
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:

@@ -11,11 +11,17 @@ and kept until the next one: a level gauge that a ``<= 0`` budget judges.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.workloads.locks import LockLedger
 from scenarios.workloads.protocol import PrefixCache
+
+# Departed requests remembered with the path they left by: enough for those that left
+# since the last idle moment (a ring: filling a bigger one reads as heap growth).
+LEFT_KEPT = 256
+STALE_SHOWN = 5  # stale entries named per table
 
 
 @dataclass
@@ -29,27 +35,61 @@ class IdleCheck:
     ledger: LockLedger | None = None  # where the locks were taken (a lock leak's cause)
     # With locks held at idle: the nodes still locked and their lock sites.
     unreleased: dict[str, Any] = field(default_factory=dict)
+    has_tables: bool = False  # the cache implements request_tables()
+    stale: int = 0  # entries of per-request tables for requests that have left
+    # With stale entries: per table, how each of the first few requests left.
+    stale_tables: dict[str, dict[int, str]] = field(default_factory=dict)
+    _left: OrderedDict[int, str] = field(default_factory=OrderedDict)
 
     @classmethod
     def for_cache(cls, cache: PrefixCache) -> IdleCheck:
         ledger = LockLedger(cache)
         return cls(has_books=callable(getattr(cache, "pool_accounting", None)),
-                   ledger=ledger if ledger.active else None)
+                   ledger=ledger if ledger.active else None,
+                   has_tables=callable(getattr(cache, "request_tables", None)))
 
-    def run(self, cache: PrefixCache) -> None:
-        """Read the books now; the caller makes sure no request is running."""
-        self._read_books(cache)
+    def departed(self, rid: int, path: str) -> None:
+        """A request left by ``path`` (the last few thousand are kept, to name the path
+        that forgot a table entry)."""
+        self._left[rid] = path
+        if len(self._left) > LEFT_KEPT:
+            self._left.popitem(last=False)
+
+    def run(self, cache: PrefixCache, waiting_states: int = 0,
+            live: set[int] | None = None) -> None:
+        """Read the books now; the caller makes sure no request is running.
+
+        ``waiting_states``: Mamba state slots that waiting requests own (forked
+        when the policy matched them): allocated, outside the tree, not lost."""
+        self._read_books(cache, waiting_states)
+        if self.has_tables and live is not None:
+            self._read_tables(cache, live)
         if self.ledger is not None:
             self.unreleased = self.ledger.still_locked() if self.locked > 0 else {}
 
-    def _read_books(self, cache: PrefixCache) -> None:
+    def _read_tables(self, cache: PrefixCache, live: set[int]) -> None:
+        """Entries for requests neither waiting nor running are stale: an exit path forgot
+        them (SGLang #9874 left ``ongoing_prefetch`` entries of aborted requests)."""
+        self.stale, before = 0, self.stale_tables
+        self.stale_tables = {}
+        for table, rids in cache.request_tables().items():
+            gone = [rid for rid in rids if rid not in live]
+            self.stale += len(gone)
+            if gone:
+                # Keep the path of the entries shown, which stay stale across idle moments.
+                shown = before.get(table, {})
+                self.stale_tables[table] = {rid: self._left.get(rid) or shown.get(rid, "unknown")
+                                            for rid in gone[:STALE_SHOWN]}
+
+    def _read_books(self, cache: PrefixCache, waiting_states: int) -> None:
         if not self.has_books:
             self.locked = cache.full_protected_size()
             return
         books = cache.pool_accounting()
         self.checks += 1
         # Absolute per pool: one pool short and another over must not cancel out.
-        self.mismatch = sum(abs(account.mismatch) for account in books.values())
+        self.mismatch = sum(abs(account.mismatch + (waiting_states if name == "mamba" else 0))
+                            for name, account in books.items())
         full = books.get("full")
         if full is None:
             self.locked = cache.full_protected_size()

@@ -46,8 +46,25 @@ class PrefixCache(Protocol):
         """Insert what the request has computed (chunked prefill) and re-lock."""
         ...
 
-    def cache_finished_req(self, req: Req) -> None:
-        """Insert the finished request, release what the tree does not keep, unlock."""
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        """Insert the finished request, release what the tree does not keep, unlock.
+
+        ``is_insert=False`` is optional (SGLang's ``release_kv_cache(req, is_insert=False)``):
+        a running request that was aborted, failed or is retracted caches
+        nothing and gives back its own KV slots, its state and its lock. A cache
+        whose method takes no ``is_insert`` is never sent down those paths."""
+        ...
+
+    def release_aborted_request(self, req: Req) -> None:
+        """Optional. A waiting request leaves (aborted, timed out, dropped): give back
+        what it took while waiting (a forked state slot, a prefetch). Without it
+        waiting requests are never aborted."""
+        ...
+
+    def match_waiting_req(self, req: Req) -> None:
+        """Optional. The scheduling policy's prefix match of a waiting request before
+        admission (a Mamba cache forks the matched state into a slot the request
+        owns, ``req.state_slot``). Without it waiting requests are not matched early."""
         ...
 
     def check_hicache_events(self) -> None:
@@ -69,6 +86,17 @@ class PrefixCache(Protocol):
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
         """Optional. Raise AssertionError if tree, lists or pool accounting disagree
         (called at the end of a run, with nothing running)."""
+        ...
+
+    def check_prefetch_progress(self, req: Req) -> bool:
+        """Optional. Whether a waiting request's storage prefetch lets it be admitted now
+        (done, or cut short by the prefetch policy); False holds it in the queue."""
+        ...
+
+    def request_tables(self) -> Mapping[str, Any]:
+        """Optional. Per-request tables by name, each the request ids it holds entries for
+        (``{"ongoing_prefetch": [...]}``). At every idle moment an entry for a request
+        that is neither waiting nor running is stale: ``stale_request_entries``."""
         ...
 
     def stats(self) -> dict[str, float]:

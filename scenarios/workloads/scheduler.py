@@ -13,15 +13,32 @@ Whenever a step ends with no request running (SGLang's idle: requests may still
 wait if nothing fits), the scheduler runs the idle check of
 ``scenarios.workloads.health``. It also counts what a lock or accounting leak
 does to it first: failed allocations, dropped and rejected requests.
+
+With ``Load.exits`` on, requests also leave by aborts, timeouts, failures and
+retraction (``scenarios.workloads.exits``), each through the cache call SGLang
+makes on that path; the counts per path are kept in ``exits``.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from refcache.req import Req
+from scenarios.workloads.exits import (
+    ABORT_RUNNING,
+    ABORT_WAITING,
+    FAIL_RUNNING,
+    FINISH,
+    RETRACT,
+    TIMEOUT,
+    Exits,
+    Fate,
+    Support,
+    draw_fate,
+)
 from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.protocol import PrefixCache
 from scenarios.workloads.traffic import Request, Traffic
@@ -50,6 +67,7 @@ class Load:
     # dLLM mode does; after the last step the block settles.
     dllm_block: int = 0
     denoise_steps: int = 3
+    exits: Exits = field(default_factory=Exits)  # aborts, timeouts, failures, retraction
 
     def arrivals(self, step: int, carry: float) -> tuple[int, float]:
         """How many requests arrive at this step, and the fractional carry."""
@@ -66,18 +84,28 @@ class Load:
 
 
 @dataclass
+class Waiting:
+    request: Request
+    since: int  # the step it (re)joined the queue
+    fate: Fate = field(default_factory=lambda: Fate(FINISH))
+    req: Req | None = None  # made when first matched or admitted
+    generated: list[int] = field(default_factory=list)  # what it decoded before a retraction
+
+
+@dataclass
 class Running:
     req: Req
     request: Request
     prompt_len: int
     generated: list[int] = field(default_factory=list)
     denoise_left: int = 0  # dLLM: steps before the block in flight settles
+    fate: Fate = field(default_factory=lambda: Fate(FINISH))
 
 
 class Scheduler:
-    def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load) -> None:
+    def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load, seed: int = 0) -> None:
         self.cache, self.traffic, self.load = cache, traffic, load
-        self.queue: deque[Request] = deque()
+        self.queue: deque[Waiting] = deque()
         self.running: list[Running] = []
         self.steps = 0
         self.finished = 0
@@ -85,6 +113,12 @@ class Scheduler:
         self.rejected = 0  # arrived to a full queue (max_waiting)
         self.alloc_failures = 0  # alloc_request / extend_request calls that returned False
         self.idle_check = IdleCheck.for_cache(cache)
+        self.exits: Counter[str] = Counter()  # requests that left by each exit path
+        self.support = Support.of(cache)
+        # Paths the load asks for that this cache cannot take (a missing call).
+        self.skipped_exits = self.support.skipped(load.exits) if load.exits.on else {}
+        # Fates come from their own stream, so the traffic is the same with exits on or off.
+        self._fates = random.Random(f"exits-{seed}")
         self._carry = 0.0
         self._rid = 0
 
@@ -92,53 +126,150 @@ class Scheduler:
         self.steps += 1
         arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
         self._enqueue(arrivals)
-        ops = self._admit() + self._decode()
+        ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
         self.cache.check_hicache_events()
         if not self.running:
-            self.idle_check.run(self.cache)
+            self.idle_check.run(self.cache, self._waiting_states(), self._live_rids())
             if self.load.idle(self.steps):
                 time.sleep(self.load.idle_sleep_s)
         return ops + 1
 
     def _enqueue(self, arrivals: int) -> None:
+        exits = self.load.exits
         for _ in range(arrivals):
             request = self.traffic.next_request()  # drawn even if rejected: same trace either way
+            fate = draw_fate(exits, self._fates, request.output_len) if exits.on else Fate(FINISH)
+            if fate.path in self.skipped_exits:
+                fate = Fate(FINISH)
             if len(self.queue) < self.load.max_waiting:
-                self.queue.append(request)
+                self.queue.append(Waiting(request, self.steps, fate))
             else:
                 self.rejected += 1
 
+    def _new_req(self, waiting: Waiting) -> Req:
+        if waiting.req is None:
+            self._rid += 1
+            waiting.req = Req(self._rid, [*waiting.request.prompt, *waiting.generated])
+        return waiting.req
+
+    def _leave_queue(self) -> int:
+        """Aborts and timeouts of waiting requests: ``release_aborted_request``."""
+        if not self.load.exits.on:
+            return 0
+        timeout, ops = self.load.exits.timeout_steps, 0
+        for waiting in list(self.queue):
+            waited = self.steps - waiting.since
+            if waiting.fate.path == ABORT_WAITING and waited >= waiting.fate.after:
+                path = ABORT_WAITING
+            elif timeout and waited > timeout and TIMEOUT not in self.skipped_exits:
+                path = TIMEOUT
+            else:
+                continue
+            self.queue.remove(waiting)
+            req = self._new_req(waiting)
+            self.cache.release_aborted_request(req)
+            self.exits[path] += 1
+            self._departed(req.rid, path)
+            ops += 1
+        return ops
+
+    def _match_ahead(self) -> int:
+        """The policy's prefix match over the head of the queue, before admission."""
+        if not self.load.exits.match_ahead or not self.support.match_waiting:
+            return 0
+        ahead = list(self.queue)[: self.load.exits.match_ahead]
+        for waiting in ahead:
+            self.cache.match_waiting_req(self._new_req(waiting))
+        return len(ahead)
+
+    def _departed(self, rid: int, path: str) -> None:
+        """Remember how a request left, for a stale table entry's report (exit loads only:
+        the happy path keeps no such record, so its memory is as it was)."""
+        if self.load.exits.on:
+            self.idle_check.departed(rid, path)
+
+    def _live_rids(self) -> set[int]:
+        live = {run.req.rid for run in self.running}
+        live.update(w.req.rid for w in self.queue if w.req is not None)
+        return live
+
+    def _waiting_states(self) -> int:
+        """State slots waiting requests own (forked at their match): not a leak at idle."""
+        return sum(1 for w in self.queue if w.req is not None and w.req.state_slot is not None)
+
     def _admit(self) -> int:
         ops = 0
-        while self.queue and len(self.running) < self.load.max_running:
-            request = self.queue[0]
-            self._rid += 1
-            req = Req(self._rid, list(request.prompt))
+        for waiting in list(self.queue):
+            if len(self.running) >= self.load.max_running:
+                break
+            req = self._new_req(waiting)
+            if not self._prefetch_done(req):
+                continue  # held until its storage prefetch is done or cut short
             ops += 1
             if not self.cache.alloc_request(req):
                 self.alloc_failures += 1
                 if not self.running:  # cannot fit even with everything evictable: drop it
-                    self.queue.popleft()
-                    self.dropped += 1
+                    self.queue.remove(waiting)
+                    self._drop(waiting)
+                else:
+                    waiting.req = self._fresh(req)
                 break
-            self.queue.popleft()
-            if len(request.prompt) - req.prefix_len > self.load.chunk_size:
+            self.queue.remove(waiting)
+            if len(req.token_ids) - req.prefix_len > self.load.chunk_size:
                 self.cache.cache_unfinished_req(req)
                 ops += 1
-            self.running.append(Running(req, request, len(request.prompt)))
+            self.running.append(Running(req, waiting.request, len(waiting.request.prompt),
+                                        list(waiting.generated), fate=waiting.fate))
         return ops
+
+    def _prefetch_done(self, req: Req) -> bool:
+        """SGLang's ``check_prefetch_progress``, for a cache with asynchronous prefetch."""
+        check = self.support.prefetch_progress
+        return check is None or bool(check(req))
+
+    def _fresh(self, req: Req) -> Req | None:
+        """After a failed admission: keep the request if it still owns something, else a new one
+        next time (the happy path has always made a new request per attempt)."""
+        return req if self.load.exits.on else None
+
+    def _drop(self, waiting: Waiting) -> None:
+        self.dropped += 1
+        if self.load.exits.on and self.support.release_waiting and waiting.req is not None:
+            self.cache.release_aborted_request(waiting.req)
+            self._departed(waiting.req.rid, "dropped")
 
     def _decode(self) -> int:
         ops = 0
         for run in list(self.running):
+            if self._leaves_running(run):
+                ops += self._release(run, run.fate.path)
+                continue
             ok = self._denoise(run) if self.load.dllm_block else self._next_tokens(run)
             ops += 1
             if not ok:
                 self.alloc_failures += 1
-            # a request out of memory finishes early, as a preemption would
+                if self.load.exits.retract and RETRACT not in self.skipped_exits:
+                    ops += self._release(run, RETRACT)
+                    continue
+            # without retraction a request out of memory finishes early
             if not ok or (len(run.generated) >= run.request.output_len and not run.denoise_left):
                 ops += self._finish(run)
         return ops
+
+    def _leaves_running(self, run: Running) -> bool:
+        return (run.fate.path in (ABORT_RUNNING, FAIL_RUNNING)
+                and len(run.generated) >= run.fate.after and not run.denoise_left)
+
+    def _release(self, run: Running, path: str) -> int:
+        """A running request leaves without caching (abort, failure) or is retracted."""
+        self.running.remove(run)
+        self.cache.cache_finished_req(run.req, is_insert=False)
+        self.exits[path] += 1
+        self._departed(run.req.rid, path)
+        if path == RETRACT:  # back to the queue's front with what it decoded (SGLang keeps it)
+            self.queue.appendleft(Waiting(run.request, self.steps, run.fate,
+                                          generated=run.generated))
+        return 1
 
     def _draft(self, n: int) -> list[int]:
         return [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
@@ -173,11 +304,19 @@ class Scheduler:
     def _finish(self, run: Running) -> int:
         self.running.remove(run)
         self.cache.cache_finished_req(run.req)
+        self._departed(run.req.rid, "finish")
         self.traffic.record_reply(run.request, run.generated)
         self.finished += 1
         return 1
 
     def drain(self) -> None:
-        """Finish everything running (end of run: the cache should be idle)."""
+        """Finish everything running and give back what waiting requests own (end of run:
+        the cache should be idle, as at a server's shutdown)."""
         for run in list(self.running):
             self._finish(run)
+        if self.load.exits.on and self.support.release_waiting:
+            for waiting in self.queue:
+                if waiting.req is not None:
+                    self.cache.release_aborted_request(waiting.req)
+            self.queue.clear()
+            self.cache.check_hicache_events()  # one more event round frees what they gave back

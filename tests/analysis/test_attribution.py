@@ -223,3 +223,13 @@ def test_heap_growth_the_native_window_saw_through_pythons_allocator_is_not_nati
     assert native_finding(500 * MB, [], native_windows=python_kept) == []  # 360 MB/h seen
     (named,) = native_finding(900 * MB, [], native_windows=python_kept)  # most not seen
     assert "native memory grows ~900 MB/h" in named.text
+
+
+def test_stale_request_entries_name_the_table_and_the_exit_paths() -> None:
+    from harness.analysis.attribution import stale_findings
+
+    notes = [{"stale_request_entries": {"ongoing_prefetch": {"7": "timeout", "9": "abort-waiting",
+                                                             "12": "timeout"}}}]
+    (finding,) = stale_findings(notes)
+    assert finding.site == "ongoing_prefetch"
+    assert "by timeout (2), abort-waiting (1)" in finding.text

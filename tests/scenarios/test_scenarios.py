@@ -25,7 +25,10 @@ LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
 IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle books are read often
 HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
-FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP]  # every scenario, fixed
+# Requests also abort, time out, fail and are retracted (scenarios.workloads.exits).
+EXITS = ["radix-exits", "mamba-exits", "swa-exits", "unified-exits", "hiradix-exits",
+         "himamba-exits"]
+FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS]  # every scenario
 
 
 @contextmanager

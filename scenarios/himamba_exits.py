@@ -1,0 +1,27 @@
+"""himamba-exits: HiMambaRadixCache with a host tier where requests also leave by every other path.
+
+Aborts while waiting (some already matched), timeouts, aborts and failures
+mid-stream, and retraction when decode runs out of KV, in bursts with
+decode-only stretches and idle moments between them (``EXIT_LOAD``). Each exit
+path must give back everything the request holds: the idle check's books and
+locks show a path that forgets one thing.
+"""
+
+from scenarios.workloads.common import DEFAULT_BUDGETS, EXIT_LOAD, cache_scenario, run_standalone
+from scenarios.workloads.traffic import TrafficShape
+
+SCENARIO = cache_scenario(
+    name="himamba-exits",
+    description="HiMambaRadixCache with a host tier, short of KV; requests abort, time out, "
+                "fail and are retracted",
+    factory="refcache.factories:himamba_cache",
+    cache_options={
+        "kv_size": 2048, "mamba_size": 64, "host_size": 4096, "write_through_threshold": 2,
+    },
+    load=EXIT_LOAD,
+    shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+)
+
+if __name__ == "__main__":
+    raise SystemExit(run_standalone(SCENARIO))

@@ -1,0 +1,131 @@
+"""Exit paths: every family takes each one and balances its books; a forgetful path shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from refcache import factories
+from refcache.radix import RadixCache
+from refcache.req import Req
+from scenarios.workloads.common import EXIT_LOAD
+from scenarios.workloads.exits import PATHS, Support
+from scenarios.workloads.scheduler import Scheduler
+from scenarios.workloads.traffic import Traffic, TrafficShape
+
+SHAPE = TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=32)
+STEPS = 1500
+FAMILIES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "radix": (factories.radix_cache, {"kv_size": 2048}),
+    "mamba": (factories.mamba_cache, {"kv_size": 2048, "mamba_size": 48}),
+    "swa": (factories.swa_cache, {"kv_size": 2048, "swa_size": 2048, "sliding_window": 64}),
+    "unified": (factories.unified_cache,
+                {"kv_size": 2048, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64}),
+    "hiradix": (factories.hiradix_cache, {"kv_size": 2048, "host_size": 4096,
+                                          "storage_pages": 16384, "prefetch_threshold": 16,
+                                          "prefetch_ticks": 4}),
+    "himamba": (factories.himamba_cache,
+                {"kv_size": 2048, "mamba_size": 64, "host_size": 4096}),
+}
+
+
+def drive(cache: Any, steps: int = STEPS, seed: int = 0) -> tuple[Scheduler, int]:
+    """Run the exit load; return the scheduler and the worst idle finding seen."""
+    scheduler = Scheduler(cache, Traffic.seeded(seed, SHAPE), EXIT_LOAD, seed)
+    worst = 0
+    for _ in range(steps):
+        scheduler.step()
+        check = scheduler.idle_check
+        worst = max(worst, check.mismatch, check.locked, check.stale)
+    return scheduler, worst
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_takes_every_exit_path_and_balances(family: str) -> None:
+    factory, options = FAMILIES[family]
+    cache = factory(**options)
+    try:
+        scheduler, worst = drive(cache)
+        assert worst == 0, "the fixed cache's idle books or locks were off"
+        taken = {path for path in PATHS if scheduler.exits[path] > 0}
+        assert taken == set(PATHS), f"paths never taken: {set(PATHS) - taken}"
+        assert scheduler.idle_check.checks > 50
+        scheduler.drain()
+        cache.sanity_check()
+    finally:
+        cache.close()
+
+
+def test_exits_are_reproducible_from_the_seed() -> None:
+    runs = [drive(factories.radix_cache(kv_size=2048), 600, seed=5)[0] for _ in range(2)]
+    assert runs[0].exits == runs[1].exits
+    assert runs[0].finished == runs[1].finished
+
+
+def test_aborted_queued_mamba_slot_shows_in_the_idle_books() -> None:
+    """SGLang #12693: the abort drops the slot the waiting request's match forked."""
+    fixed = drive(factories.mamba_cache(kv_size=2048, mamba_size=48), 3000)[1]
+    broken = drive(factories.mamba_cache(
+        inject=("mamba-abort-queued-slot",), kv_size=2048, mamba_size=48), 3000)[1]
+    assert fixed == 0
+    assert broken > 0
+
+
+class ForgetsLockOnRetract(RadixCache):
+    """An exit-path leak named nowhere in the harness: the release keeps the lock."""
+
+    def release_running_req(self, req: Req) -> None:
+        self.kv_pool.free(req.kv_indices[req.prefix_len :])
+        req.last_node = None
+
+
+def test_a_failed_admission_gives_back_its_swa_slots() -> None:
+    """Found by the exit load: the SWA slots of a request whose KV did not fit were kept."""
+    cache = factories.swa_cache(kv_size=2048, swa_size=2048, sliding_window=64)
+    scheduler, worst = drive(cache, 600)
+    assert scheduler.alloc_failures > 0
+    assert worst == 0
+
+
+def test_an_unnamed_exit_path_leak_shows_at_idle() -> None:
+    cache = ForgetsLockOnRetract(factories.SlotAllocator(2048))
+    assert drive(cache, 1000)[1] > 0
+
+
+class HappyPathOnly:
+    """A cache with none of the optional exit calls."""
+
+    def cache_finished_req(self, req: Req) -> None: ...
+
+
+def test_a_cache_without_exit_calls_skips_those_paths_with_reasons() -> None:
+    skipped = Support.of(HappyPathOnly()).skipped(EXIT_LOAD.exits)
+    assert set(skipped) == {*PATHS, "match-waiting"}
+    assert "release_aborted_request" in skipped["abort-waiting"]
+    assert "is_insert" in skipped["retract"]
+
+
+def hiradix_with_prefetch(inject: tuple[str, ...] = ()) -> Any:
+    factory, options = FAMILIES["hiradix"]
+    return factory(inject=inject, **options)
+
+
+def test_async_prefetch_lands_and_gives_everything_back() -> None:
+    cache = hiradix_with_prefetch()
+    scheduler, worst = drive(cache, 1500)
+    assert worst == 0
+    assert cache.prefetch_hits > 10 and scheduler.exits["abort-waiting"] > 0
+    scheduler.drain()
+    assert (cache.prefetch_tokens_occupied, len(cache.ongoing_prefetch)) == (0, 0)
+    cache.sanity_check()
+
+
+def test_aborted_request_prefetch_is_a_stale_entry_and_stops_prefetch() -> None:
+    """SGLang #9874: the abort gives back nothing the prefetch took."""
+    cache = hiradix_with_prefetch(("hiradix-abort-prefetch",))
+    scheduler, worst = drive(cache, 1500)
+    assert worst > 0
+    assert set(scheduler.idle_check.stale_tables) == {"ongoing_prefetch"}
+    assert cache.prefetch_rate_limited()  # occupancy stuck at the limit: no more prefetch
