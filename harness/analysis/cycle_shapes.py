@@ -1,7 +1,7 @@
 """Cycle shapes: the explained cycles of many garbage windows, folded and counted.
 
-The explainer (:mod:`harness.analysis.cycles`) writes one path per cycle, such
-as ``["TreeNode.mamba_prev", "TreeNode.parent"]``. The same cycle found from
+The explainer (:mod:`harness.worker.heapgraph.cycles`, in the worker) writes one
+path per cycle, such as ``["TreeNode.mamba_prev", "TreeNode.parent"]``. The same cycle found from
 its other member is a rotation of that path, and list indices or dict keys
 differ from node to node, so paths are normalised into shapes before counting.
 """
