@@ -6,6 +6,7 @@ RESULTS ?= results
 NIGHTLY_DURATION ?= 30m
 SHARD ?=
 TORCH_PIP_ARGS ?=
+TEST_JOBS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead lint clean
@@ -22,11 +23,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install leak-harness with its dev tools
 
-test: install ## run the unit and integration tests (a few minutes)
-	$(PY) -m pytest -q
+test: install ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
+	$(PY) -m pytest -q -n $(TEST_JOBS)
 
-test-quick: install ## the tests that start no worker and run no scenario (about 2 minutes)
-	$(PY) -m pytest -q -m "not integration"
+test-quick: install ## the tests that start no worker and run no scenario (about a minute)
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not integration"
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
 	@# Two cells at once on two cores: the load the healthy growth was calibrated under.

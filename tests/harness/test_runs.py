@@ -61,7 +61,11 @@ def test_cyclic_garbage_is_counted_explained_and_collected_in_server_mode(
     assert data.header["env"]["gc"]["mode"] == "server"
     assert data.header["env"]["gc"]["ballast_objects"] == 300_000
     windows = data.garbage_windows
-    assert len(windows) >= 2 and all(w["by_type"].get("Pair", 0) > 0 for w in windows)
+    # The final window comes after the loop ended: on a loaded machine no Pair is made
+    # after the window before it, so only the windows taken while the workload ran count.
+    running = [w for w in windows if not w.get("final")]
+    assert len(windows) >= 2 and running
+    assert all(w["by_type"].get("Pair", 0) > 0 for w in running)
     assert ["Pair.partner", "Pair.partner"] in [c["path"] for c in windows[0]["cycles"]]
     assert sum(e["collected"] for e in data.gc_events) > 1000  # gen-0/1 free the rest
     assert "cyclic_garbage" in outcome.summary.metrics

@@ -42,6 +42,7 @@ def drive(cache: Any, steps: int = STEPS, seed: int = 0) -> tuple[Scheduler, int
     return scheduler, worst
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_family_takes_every_exit_path_and_balances(family: str) -> None:
     factory, options = FAMILIES[family]
@@ -64,6 +65,7 @@ def test_exits_are_reproducible_from_the_seed() -> None:
     assert runs[0].finished == runs[1].finished
 
 
+@pytest.mark.integration
 def test_aborted_queued_mamba_slot_shows_in_the_idle_books() -> None:
     """SGLang #12693: the abort drops the slot the waiting request's match forked."""
     fixed = drive(factories.mamba_cache(kv_size=2048, mamba_size=48), 3000)[1]
@@ -112,6 +114,7 @@ def hiradix_with_prefetch(inject: tuple[str, ...] = ()) -> Any:
     return factory(inject=inject, **options)
 
 
+@pytest.mark.integration
 def test_async_prefetch_lands_and_gives_everything_back() -> None:
     cache = hiradix_with_prefetch()
     scheduler, worst = drive(cache, 1500)
@@ -122,6 +125,7 @@ def test_async_prefetch_lands_and_gives_everything_back() -> None:
     cache.sanity_check()
 
 
+@pytest.mark.integration
 def test_aborted_request_prefetch_is_a_stale_entry_and_stops_prefetch() -> None:
     """SGLang #9874: the abort gives back nothing the prefetch took."""
     cache = hiradix_with_prefetch(("hiradix-abort-prefetch",))
