@@ -1,10 +1,7 @@
 """himamba-exits: HiMambaRadixCache with a host tier where requests also leave by every other path.
 
-Aborts while waiting (some already matched), timeouts, aborts and failures
-mid-stream, and retraction when decode runs out of KV, in bursts with
-decode-only stretches and idle moments between them (``EXIT_LOAD``). Each exit
-path must give back everything the request holds: the idle check's books and
-locks show a path that forgets one thing.
+The exit load (``EXIT_LOAD``, ``scenarios.workloads.exits``); a path that
+forgets something shows in the idle books, locks or per-request tables.
 """
 
 from scenarios.workloads.common import DEFAULT_BUDGETS, EXIT_LOAD, cache_scenario, run_standalone

@@ -101,7 +101,18 @@ class Cycle(TypedDict):
     retained_objects: int
 
 
-class GarbageLine(TypedDict):
+class GarbageCensus(TypedDict):
+    """What one window's collection saved."""
+
+    count: int
+    by_type: dict[str, int]
+    bytes_by_type: dict[str, int]
+    bytes: int
+    cycles: list[Cycle]
+    cycles_error: NotRequired[str]
+
+
+class GarbageLine(GarbageCensus):
     """One ``DEBUG_SAVEALL`` window: the cyclic garbage a forced collection found."""
 
     type: Literal["garbage"]
@@ -111,12 +122,6 @@ class GarbageLine(TypedDict):
     freed: int
     final: bool
     released: NotRequired[dict[str, int]]  # what the window's own collections gave back
-    count: int
-    by_type: dict[str, int]
-    bytes_by_type: dict[str, int]
-    bytes: int
-    cycles: list[Cycle]
-    cycles_error: NotRequired[str]
 
 
 class ProgressLine(TypedDict):

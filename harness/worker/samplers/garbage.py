@@ -13,9 +13,8 @@ import gc
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import NotRequired, TypedDict
 
-from harness.runfiles.records import Cycle, GarbageLine
+from harness.runfiles.records import Cycle, GarbageCensus, GarbageLine
 from harness.worker.glibc import load_heap_reader
 from harness.worker.heapgraph.cycles import explain_garbage
 from harness.worker.heapgraph.tensor_views import storage_bytes
@@ -24,17 +23,6 @@ from harness.worker.samplers.base import PeriodicSampler, forced_collection
 TOP_TYPES = 50  # types per line; the rest are summed under "<other>"
 EXPLAIN_LIMIT = 3  # garbage objects whose cycle is explained per window
 Explainer = Callable[[list[object], int], list[Cycle]]
-
-
-class Saved(TypedDict):
-    """What one window's collection saved, as its line reports it."""
-
-    count: int
-    by_type: dict[str, int]
-    bytes_by_type: dict[str, int]
-    bytes: int
-    cycles: list[Cycle]
-    cycles_error: NotRequired[str]
 
 
 class GarbageSampler(PeriodicSampler):
@@ -90,12 +78,12 @@ class GarbageSampler(PeriodicSampler):
             levels["heap"] = self._heap()
         return levels
 
-    def _read(self, first: int) -> Saved:
+    def _read(self, first: int) -> GarbageCensus:
         # A separate frame: every reference to the saved objects dies on return,
         # before the second collection.
         saved = gc.garbage[first:]
         counts, sizes = census(saved)
-        record: Saved = {
+        record: GarbageCensus = {
             "count": len(saved),
             "by_type": top(counts),
             "bytes_by_type": top(sizes, order=counts),
