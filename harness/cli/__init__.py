@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 from typing import NoReturn
 
@@ -77,6 +78,10 @@ def attach_negative_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A --target names a module in the user's folder, as ``python -m`` would find it; the
+    # worker does the same (harness.worker.main). Last: installed packages win.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         args = build_parser().parse_args(attach_negative_values(
             sys.argv[1:] if argv is None else argv))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -180,3 +183,16 @@ def test_off_a_terminal_a_plain_progress_line_comes_every_ten_seconds() -> None:
 def test_past_its_duration_the_line_says_finishing_instead_of_counting_on() -> None:
     late = Snapshot(24.3, 20.0, 5000, 0.0, "measure", None)
     assert render("x", late) == "x  20/20 s  finishing: final windows and analysis"
+
+
+@pytest.mark.integration
+def test_a_target_in_the_current_folder_loads_in_the_parent_too() -> None:
+    """The README's command, from the repository root, without pytest's import path."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("leak-harness")), "doctor", "--target",
+         "examples.own_cache:make", "radix-steady", "--seconds", "0.3"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "conforms" in done.stdout and "cannot load" not in done.stdout
