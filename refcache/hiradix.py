@@ -175,7 +175,7 @@ class HiRadixCache(HostTier):
             return
         last.host_ref_counter += 1  # protect_host
         self.ongoing_prefetch[req.rid] = PrefetchOperation(
-            last, new, host, hashes, stored, self.rounds)
+            last, new, host, hashes, stored, self.rounds, self.page_size)
         self.prefetch_tokens_occupied += len(new)
         self.prefetches += 1
 
@@ -191,7 +191,7 @@ class HiRadixCache(HostTier):
                      self.prefetch_timeout):
             return False
         del self.ongoing_prefetch[req.rid]
-        op.terminated = True  # terminate_prefetch: what has not arrived is dropped
+        # terminate_prefetch: what has not arrived by now is dropped.
         self._land(op, op.completed_tokens(self.rounds, self.prefetch_ticks))
         return True
 

@@ -36,18 +36,14 @@ class PrefetchOperation:
     hashes: list[int]  # the chained page hashes of ``key``
     stored: int  # leading tokens of ``key`` the storage has
     started: int  # the event round it started at
-    terminated: bool = False
+    page_size: int
 
     def completed_tokens(self, now: int, ticks: int) -> int:
-        """Tokens copied by round ``now``: pages arrive evenly over ``ticks`` rounds."""
+        """Tokens copied by round ``now``: whole pages arrive evenly over ``ticks`` rounds."""
         if ticks <= 0 or now - self.started >= ticks:
             return self.stored
         done = self.stored * (now - self.started) // ticks
-        return done - done % max(1, self._page(len(self.host), len(self.hashes)))
-
-    @staticmethod
-    def _page(tokens: int, pages: int) -> int:
-        return tokens // pages if pages else 1
+        return done - done % self.page_size
 
 
 def ready(op: PrefetchOperation, policy: str, now: int, ticks: int, timeout: int) -> bool:

@@ -45,11 +45,6 @@ EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8,
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
 
 
-def load_exits(scheduler: Scheduler) -> bool:
-    """Whether the load takes exit paths (then their counts are gauges)."""
-    return scheduler.load.exits.on
-
-
 def call_factory(factory: Callable[..., Any], options: Mapping[str, Any]) -> Any:
     """Call a cache factory with the options it names (all of them if it takes ``**kwargs``).
 
@@ -120,7 +115,7 @@ class CacheWorkload:
             "cached_tokens": lambda: self.cache.full_evictable_size()
             + self.cache.full_protected_size(),
         }
-        if load_exits(s):
+        if s.load.exits.on:  # the count of each exit path is a gauge
             for path in PATHS:
                 name = f"exits_{path.replace('-', '_')}"
                 gauges[name] = functools.partial(s.exits.__getitem__, path)

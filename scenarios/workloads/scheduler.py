@@ -129,7 +129,8 @@ class Scheduler:
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
         self.cache.check_hicache_events()
         if not self.running:
-            self.idle_check.run(self.cache, self._waiting_states(), self._live_rids())
+            live = self._live_rids() if self.idle_check.has_tables else None
+            self.idle_check.run(self.cache, self._waiting_states(), live)
             if self.load.idle(self.steps):
                 time.sleep(self.load.idle_sleep_s)
         return ops + 1
@@ -211,8 +212,6 @@ class Scheduler:
                 if not self.running:  # cannot fit even with everything evictable: drop it
                     self.queue.remove(waiting)
                     self._drop(waiting)
-                else:
-                    waiting.req = self._fresh(req)
                 break
             self.queue.remove(waiting)
             if len(req.token_ids) - req.prefix_len > self.load.chunk_size:
@@ -227,16 +226,12 @@ class Scheduler:
         check = self.support.prefetch_progress
         return check is None or bool(check(req))
 
-    def _fresh(self, req: Req) -> Req | None:
-        """After a failed admission: keep the request if it still owns something, else a new one
-        next time (the happy path has always made a new request per attempt)."""
-        return req if self.load.exits.on else None
-
     def _drop(self, waiting: Waiting) -> None:
         self.dropped += 1
-        if self.load.exits.on and self.support.release_waiting and waiting.req is not None:
-            self.cache.release_aborted_request(waiting.req)
-            self._departed(waiting.req.rid, "dropped")
+        req = self._new_req(waiting)
+        if self.load.exits.on and self.support.release_waiting:
+            self.cache.release_aborted_request(req)
+            self._departed(req.rid, "dropped")
 
     def _decode(self) -> int:
         ops = 0
