@@ -185,6 +185,11 @@ class HiMambaRadixCache(MambaHostTier):
 
     def _evict_regular(self, x: Any) -> int:
         """Delete a device leaf that has no host copy, then the tombstones above it."""
+        # SGLang's own checks (0.5.10 to 0.5.17): a node with a host-only child under it
+        # (a backup gap, #22062) is no leaf and must not be deleted.
+        assert not x.evicted, f"already evicted, {x.id=}"
+        assert not x.backuped, f"backuped node, {x.id=}"
+        assert len(x.children) == 0, f"non-leaf, {x.id=}"
         if not self._unhook(x):
             return 0
         self._free_device_state(x)

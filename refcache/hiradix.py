@@ -302,10 +302,15 @@ class HiRadixCache(HostTier):
 
     def _evict_device_leaf(self, x: Any) -> int:
         if not x.backuped:
-            return self._evict_leaf(x)  # nothing on the host: delete it from the tree
+            return self._evict_regular(x)
         n = self._demote(x)
         self.host_lru_list.insert_mru(x)
         return n
+
+    def _evict_regular(self, x: Any) -> int:
+        """Nothing on the host: delete it from the tree (a leaf only, as SGLang asserts)."""
+        assert len(x.children) == 0, f"non-leaf, {x.id=}"
+        return self._evict_leaf(x)
 
     def _on_unevict(self, node: Any) -> None:
         self.host_lru_list.remove_node(node)

@@ -7,9 +7,10 @@ of copies of nodes still on the device, so ``write_backup`` fails for lack of
 room and calls ``evict_host`` in the middle of an insert. With
 ``himamba-stale-host-leaf`` (the write-backup path as 0.5.10 ran it) a failed
 backup leaves a node without a copy under which a child gets one (gauge
-``backup_gaps``); a later re-entrant host eviction deletes that node while the
-insert walks it, and the scheduler dies on "parent does not have child key"
-(verdict ``crashed``). Fixed, backups stay a subtree at the root.
+``backup_gaps``); once that child is demoted, device eviction takes the node
+without a copy for a leaf and SGLang's own check stops it: "non-leaf" in
+``_evict_regular`` (verdict ``crashed``; the traceback PR #22062 quotes). Fixed,
+backups stay a subtree at the root.
 """
 
 from scenarios.workloads.common import cache_scenario, run_standalone
