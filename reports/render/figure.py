@@ -37,14 +37,34 @@ def use_agg() -> None:
 
 
 def new_figure(
-    rows: int = 1, cols: int = 1, row_height_in: float = 3.0, sharex: bool = True
+    rows: int = 1, cols: int = 1, row_height_in: float = 3.0, sharex: bool = True,
+    fixed_margins_title_in: float | None = None,
 ) -> tuple[Figure, list[Axes]]:
-    """A figure of ``rows`` x ``cols`` panels (sharing the x axis); panels in reading order."""
+    """A figure of ``rows`` x ``cols`` panels (sharing the x axis); panels in reading order.
+
+    ``fixed_margins_title_in``: fixed margins, with that many inches on top for the
+    title (:func:`suptitle`), instead of the constrained layout, which spends most of
+    a report's time measuring every tick label of a grid of small panels.
+    """
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(WIDTH_IN, 0.6 + rows * row_height_in), dpi=DPI, layout="constrained")
+    fixed = fixed_margins_title_in is not None
+    title_in = fixed_margins_title_in or 0.0
+    height = 0.6 + rows * row_height_in + title_in
+    figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout=None if fixed else "constrained")
+    if fixed:
+        figure.subplots_adjust(left=0.08, right=0.98, bottom=0.45 / height,
+                               top=1 - (0.45 + title_in) / height, hspace=0.75, wspace=0.32)
     grid = figure.subplots(rows, cols, sharex=sharex, squeeze=False)
     return figure, [axes for row in grid for axes in row]
+
+
+def suptitle(figure: Figure, text: str) -> None:
+    """The figure's title; with fixed margins, pinned 0.1 inch from the top edge."""
+    if figure.get_layout_engine() is None:
+        figure.suptitle(text, y=1 - 0.1 / figure.get_figheight(), va="top")
+    else:
+        figure.suptitle(text)
 
 
 def save(figure: Figure, path: Path) -> Path:

@@ -228,3 +228,20 @@ def test_a_v2_summary_gets_its_limits_from_the_upgrade(leaking: Path, tmp_path: 
     assert model.summary.version == SUMMARY_VERSION
     assert model.summary.level_limit("work_list") == 4.0
     assert model.garbage_types == load_run_model(leaking).garbage_types
+
+
+def test_gauges_that_never_moved_share_one_line_instead_of_a_panel_each(
+    leaking: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import reports.run.gauge_plots as gauge_plots
+
+    model = load_run_model(leaking)
+    assert model.run is not None
+    flat = model.run.gauges["tree_nodes"]
+    model.run.gauges["zz_never_moved"] = type(flat)(flat.t, flat.v * 0 + 3)
+    caught = drawn_figure(monkeypatch, gauge_plots)
+    gauge_plots.gauges_plot(model, tmp_path / "gauges.png")
+    [figure] = caught
+    titles = [a.get_title() for a in figure.axes if a.get_visible()]  # type: ignore[attr-defined]
+    assert "zz_never_moved" not in titles and any(t.startswith("tree_nodes") for t in titles)
+    assert "zz_never_moved=3" in figure._suptitle.get_text()  # type: ignore[attr-defined]
