@@ -79,10 +79,10 @@ def test_levels_and_cycles_are_named_by_what_saw_them() -> None:
     judged = [Judgement("leak", "sustained-level", "locked_while_idle held 64"),
               Judgement("leak", "confirmed-growth", "cyclic garbage 3 /kop")]
     found = where_it_grows(run, judged_on, judged, {})
-    assert [f.kind for f in found] == ["cycles", "level"]
-    assert "Node.parent -> Node.prev -> (back)" in found[0].text or \
-        "Node.prev -> Node.parent -> (back)" in found[0].text
-    assert found[1].signal == "locked_while_idle"
+    assert [f.kind for f in found] == ["level", "cycles"]  # the more certain first
+    assert "Node.parent -> Node.prev -> (back)" in found[1].text or \
+        "Node.prev -> Node.parent -> (back)" in found[1].text
+    assert found[0].signal == "locked_while_idle"
 
 
 def test_owner_paths_and_tensor_views_come_from_the_owners_line() -> None:
@@ -233,3 +233,51 @@ def test_stale_request_entries_name_the_table_and_the_exit_paths() -> None:
     (finding,) = stale_findings(notes)
     assert finding.site == "ongoing_prefetch"
     assert "by timeout (2), abort-waiting (1)" in finding.text
+
+
+def blocks_run(heap_per_h: float, blocks_per_h: float) -> Any:
+    """A run whose heap and Python block count grow at the given rates, with sites
+    that grow in both windows (as a healthy tree's turnover does)."""
+    run = heap_run(heap_per_h, LEAK_THEN_FILL)
+    t = run.memory["heap"].t
+    run.memory["py_blocks"] = Series(t, linear(t, blocks_per_h, base=1e6), "")
+    return run
+
+
+HEAP_AND_BLOCKS = ("heap: 10 MB/h", "py_blocks: 250000 /h")
+
+
+def test_window_sites_are_not_named_when_pythons_own_count_is_flat() -> None:
+    native = summarize(blocks_run(200 * MB, 0.0), budgets(*HEAP_AND_BLOCKS), calibration=NONE)
+    where = native.details["where"]
+    assert native.verdict == "leak"
+    assert not any("cache.py:40" in w["text"] for w in where)  # turnover, not retention
+    [claim] = [w for w in where if w["kind"] == "native"]
+    assert claim["text"].startswith("native memory grows ~200 MB/h")
+    assert "py_blocks" in claim["text"]
+
+
+def test_no_native_claim_while_python_grows_without_the_native_windows_word() -> None:
+    python = summarize(blocks_run(200 * MB, 50e6), budgets(*HEAP_AND_BLOCKS), calibration=NONE)
+    kinds = [w["kind"] for w in python.details["where"]]
+    assert python.verdict == "leak"
+    assert "native" not in kinds and "python" in kinds
+
+
+def test_owner_paths_through_the_driver_or_naming_no_holder_are_left_out() -> None:
+    run = heap_run(200 * MB, [])
+    run.owners = [{"paths": [
+        {"type": "tuple", "grew": 190, "sampled": 8, "agree": 6,
+         "path": "frame harness.worker.main.Worker.run (main.py:67).workload -> "
+                 "CacheWorkload.scheduler -> Scheduler.idle_check -> IdleCheck.ledger -> tuple"},
+        {"type": "UntypedStorage", "grew": 129, "sampled": 8, "agree": 8,
+         "path": "UntypedStorage"},
+        {"type": "list", "grew": 40, "sampled": 8, "agree": 8,
+         "path": "frame harness.worker.main.Worker.run (main.py:67).workload -> "
+                 "CacheWorkload.cache -> Cache.kept -> list"},
+    ]}]
+    found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
+                           [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
+    owners = [f.text for f in found if f.kind == "owner"]
+    assert owners == ["list (+40, 8 of 8 sampled) is held by workload -> CacheWorkload.cache -> "
+                      "Cache.kept -> list"]
