@@ -440,12 +440,16 @@ def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
     for record in owners[-1:]:
         entries = sorted(record.get("paths", []), key=lambda e: -int(e.get("grew", 0)))
         for entry in entries[:TOP_OWNERS]:
-            paths = [(entry.get("path"), entry.get("agree"))] + [
-                (o.get("path"), o.get("agree")) for o in entry.get("others", [])
+            paths = [(entry.get("path"), entry.get("agree"), entry.get("holds"))] + [
+                (o.get("path"), o.get("agree"), o.get("holds")) for o in entry.get("others", [])
                 if int(o.get("agree") or 0) >= MIN_AGREE
             ]
-            for path, agree in paths:
-                if not path:
+            for path, agree, holds in paths:
+                # A path on which no container holds as many as the type grew by does
+                # not keep the growth: the samples are a structure's turnover (a tree's
+                # nodes, each holding one key), found because the type grew elsewhere.
+                if not path or (holds is not None and entry.get("tracked", True)
+                                and holds < int(entry.get("grew") or 0)):
                     continue
                 path = shorter(str(path))
                 if through_driver(path) or not names_a_holder(path, str(entry["type"])):

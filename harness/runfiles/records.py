@@ -176,6 +176,7 @@ class OtherPath(TypedDict):
     path: str | None
     root: str | None
     agree: int
+    holds: NotRequired[int]  # entries of the largest container on the path
 
 
 class OwnerPath(TypedDict):
@@ -189,6 +190,7 @@ class OwnerPath(TypedDict):
     path: str | None  # ``mod.HOLDER -> Holder.items -> list[3] -> Record``
     root: str | None  # ``module m``, ``class m.C``, ``frame f at file:line``, ``no referrer...``
     depth: int | None  # references from the root
+    holds: NotRequired[int]  # entries of the largest container on the path (one holder's share)
     why: NotRequired[str]  # when path is null
     sampled: NotRequired[int]
     agree: NotRequired[int]  # samples on the reported path's shape

@@ -281,3 +281,16 @@ def test_owner_paths_through_the_driver_or_naming_no_holder_are_left_out() -> No
     owners = [f.text for f in found if f.kind == "owner"]
     assert owners == ["list (+40, 8 of 8 sampled) is held by workload -> CacheWorkload.cache -> "
                       "Cache.kept -> list"]
+
+
+def test_an_owner_path_whose_holders_each_keep_one_is_not_where_a_type_grew() -> None:
+    run = heap_run(200 * MB, [])
+    run.owners = [{"paths": [
+        {"type": "tuple", "grew": 164, "sampled": 8, "agree": 5, "tracked": True, "holds": 110,
+         "path": "Cache.lru -> dict[4] -> TreeNode.key -> RadixKey.token_ids -> tuple"},
+        {"type": "list", "grew": 372, "sampled": 8, "agree": 6, "tracked": True, "holds": 28099,
+         "path": "Cache.finished -> dict[7] -> list"},
+    ]}]
+    found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
+                           [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
+    assert [f.owner for f in found if f.kind == "owner"] == ["Cache.finished -> dict[7] -> list"]

@@ -268,3 +268,17 @@ def test_the_reader_keeps_the_owners_line(tmp_path: Path) -> None:
     data = load_samples(path)
     assert len(data.owners) == 1
     assert data.owners[0]["paths"] == record["paths"] and data.owners[0]["type"] == "owners"
+
+
+def test_largest_container_counts_containers_on_the_chain_not_namespaces() -> None:
+    from harness.worker.heapgraph.paths import largest_container
+
+    class Holder:
+        def __init__(self) -> None:
+            self.kept = {i: [i] for i in range(40)}
+
+    holder = Holder()
+    module_globals = {"holder": holder, **{f"x{i}": i for i in range(99)}}
+    chain = [module_globals, holder, holder.__dict__, holder.kept, holder.kept[3]]
+    assert largest_container(chain) == 40  # not the globals (root), not the __dict__ (1 entry)
+    assert largest_container([module_globals, holder, holder.__dict__, holder.kept]) == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import types
+from collections import deque
 from collections.abc import Sequence
 
 from harness.worker.heapgraph.naming import class_dict, edge_name, label
@@ -35,6 +36,18 @@ def describe(nodes: Sequence[object], roots: Roots) -> str:
         index += step
     edges.append(type(nodes[-1]).__name__)
     return " -> ".join(edges)
+
+
+CONTAINERS = (list, dict, set, frozenset, tuple, deque)
+
+
+def largest_container(nodes: Sequence[object]) -> int:
+    """Entries of the largest container between the root and the held object (an
+    object's attribute namespace is not one): how many of a type one holder keeps."""
+    between = range(1, len(nodes) - 1)  # not the root (a module's globals), not the object
+    sizes = [len(nodes[i]) for i in between  # type: ignore[arg-type]
+             if isinstance(nodes[i], CONTAINERS) and not _is_namespace(nodes[i - 1], nodes[i])]
+    return max(sizes, default=0)
 
 
 def _global_edge(module: str, namespace: object, value: object) -> str:
@@ -90,4 +103,5 @@ def through(found: Found, edge: str | None, short: str) -> Found:
     if found.path is None or edge is None:
         return found
     head = found.path.rsplit(" -> ", 1)[0] + " -> " if " -> " in found.path else ""
-    return Found(f"{head}{edge} -> {short}", found.root, (found.depth or 0) + 1)
+    return Found(f"{head}{edge} -> {short}", found.root, (found.depth or 0) + 1,
+                 holds=found.holds)

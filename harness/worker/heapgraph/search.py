@@ -38,6 +38,7 @@ class Found:
     root: str | None
     depth: int | None = None
     why: str | None = None
+    holds: int | None = None  # entries of the largest container on the chain
 
 
 @dataclass

@@ -39,7 +39,7 @@ from harness.worker.heapgraph.census import (
     type_name,
 )
 from harness.worker.heapgraph.naming import edge_name
-from harness.worker.heapgraph.paths import describe, shape, through
+from harness.worker.heapgraph.paths import describe, largest_container, shape, through
 from harness.worker.heapgraph.roots import Roots
 from harness.worker.heapgraph.search import Found, Referrers, Search, Timer
 from harness.worker.heapgraph.tensor_views import tensor_report
@@ -186,7 +186,8 @@ class Plan:
                 self._found[index] = Found(None, None, None, reason)
             else:
                 path = describe(chain, roots)
-                self._found[index] = Found(path, root, path.count(" -> "))
+                self._found[index] = Found(path, root, path.count(" -> "),
+                                           holds=largest_container(chain))
         chains.clear()
         gave_up = found.gave_up
         del chains, found
@@ -289,6 +290,7 @@ class Plan:
             "path": best.path if best is not None else None,
             "root": best.root if best is not None else None,
             "depth": best.depth if best is not None else None,
+            **({"holds": best.holds} if best is not None and best.holds is not None else {}),
             **tail,
         }
 
@@ -340,7 +342,7 @@ def _most_common(found: Sequence[Found]) -> tuple[Found | None, int, list[OtherP
         first.setdefault(shape(f.path or ""), f)
     winner, agree = ranked[0]
     others: list[OtherPath] = [
-        {"path": first[s].path, "root": first[s].root, "agree": n}
+        {"path": first[s].path, "root": first[s].root, "agree": n, "holds": first[s].holds or 0}
         for s, n in ranked[1:1 + OTHER_PATHS] if n >= 2
     ]
     return first[winner], agree, others
