@@ -286,17 +286,17 @@ def native_finding(
         )
         return [Finding("heap", "heap", text, per_h=heap_per_h, unit="B")]
     # Objects of 512 B or less live in pymalloc's arenas, not in the C heap.
-    python = sum(s.per_h for s in sites if s.avg_bytes is None or s.avg_bytes > SMALL_OBJECT)
-    native = heap_per_h - python
+    in_sites = sum(s.per_h for s in sites if s.avg_bytes is None or s.avg_bytes > SMALL_OBJECT)
+    native = heap_per_h - in_sites
     beyond_budget = budget_per_h is not None and native > budget_per_h
-    if python >= NATIVE_SHARE * heap_per_h and not beyond_budget:
+    if in_sites >= NATIVE_SHARE * heap_per_h and not beyond_budget:
         return []
     if python_seen_natively(native_windows) >= NATIVE_SHARE * native:
         return []  # the native window saw it: Python objects that tracemalloc undercounted
     text = (
         f"native memory grows ~{format_rate(native, 'B/h')}: the C heap grows "
         f"{format_rate(heap_per_h, 'B/h')} and Python's allocations over 512 B account for "
-        f"{format_rate(python, 'B/h')} of it (malloc from C code, tensor data or a C "
+        f"{format_rate(in_sites, 'B/h')} of it (malloc from C code, tensor data or a C "
         f"extension); {native_sites_text(native_windows)}"
     )
     return [Finding("native", "heap", text, per_h=native, unit="B")]
@@ -448,7 +448,8 @@ def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
                 # A path on which no container holds as many as the type grew by does
                 # not keep the growth: the samples are a structure's turnover (a tree's
                 # nodes, each holding one key), found because the type grew elsewhere.
-                if not path or (holds is not None and entry.get("tracked", True)
+                # (A holder of untracked objects that gained them is its own evidence.)
+                if not path or (holds is not None and entry.get("holder") != "one"
                                 and holds < int(entry.get("grew") or 0)):
                     continue
                 path = shorter(str(path))

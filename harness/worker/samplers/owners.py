@@ -285,14 +285,16 @@ class Plan:
                 why = "no sample found" if entry.tracked else "no tracked object holds them"
             if why is not None:
                 tail["why"] = why
-        return {
+        owner: OwnerPath = {
             **head, **record,
             "path": best.path if best is not None else None,
             "root": best.root if best is not None else None,
             "depth": best.depth if best is not None else None,
-            **({"holds": best.holds} if best is not None and best.holds is not None else {}),
             **tail,
         }
+        if best is not None and best.holds is not None:
+            owner["holds"] = best.holds
+        return owner
 
     def _view_entry(self, view: TensorView, target: int) -> TensorView:
         found = self._found.get(target)
