@@ -52,6 +52,10 @@ MIN_AGREE = 2  # a second path is named when this many sampled objects share it
 MIN_PINNED_BYTES = 256 << 10  # storage bytes views keep beyond their own: less is no story
 SMALL_OBJECT = 512  # bytes: CPython serves smaller requests from pymalloc, not malloc
 NATIVE_SHARE = 0.5  # heap growth Python sites explain less than half of is called native
+# A site whose tracked objects the run kept less than this share of is turnover: what
+# it makes is freed later than the window could see (a node evicted after a minute).
+TURNOVER_SHARE = 0.2
+MIN_TYPED = 10  # tracked objects a site must make in a window for its types to count
 # The harness's own scenario driver: its synthetic traffic (conversation histories)
 # and scheduler keep filling towards their bounds for minutes in every run, fixed
 # or not. They drive the code under test; they are not it, so they are never named.
@@ -96,6 +100,18 @@ class Site:
     windows: int  # complete windows it grew in
     of: int  # complete windows in all
     avg_bytes: float | None = None  # per allocation kept: <= 512 B lives in pymalloc's arenas
+    kept: Kept | None = None  # what the run kept of the tracked objects it makes
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Of one tracked type a site makes: how many the run kept, against how many it
+    would have kept had it kept all (the window's rate over the census's span)."""
+
+    type: str
+    grew: int
+    span_s: float
+    share: float  # grew / (made in the window, scaled to the span)
 
 
 def where_it_grows(
@@ -221,13 +237,37 @@ def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
     sites = [
         Site(site, rates[0][2], statistics.median(r[0] for r in rates),
              _median([r[1] for r in rates]), len(rates), len(complete),
-             _median([r[3] for r in rates]))
+             _median([r[3] for r in rates]), kept_of(complete, site))
         for site, rates in seen.items()
         if len(rates) == len(complete) and not site.startswith(DRIVER_SITES)
     ]
+    sites = [s for s in sites if s.kept is None or s.kept.share >= TURNOVER_SHARE]
     total = sum(s.per_h for s in sites)
     kept = [s for s in sites if s.per_h >= MIN_SHARE * total]
     return sorted(kept, key=lambda s: -s.per_h)[:TOP_SITES]
+
+
+def kept_of(windows: Sequence[AllocLine], site: str) -> Kept | None:
+    """What the run kept of the site's tracked objects, from the last window whose type
+    census began before it (a span of the run, not the window); None if unknown.
+
+    The type kept most is the evidence: a leak keeps all it makes, a healthy
+    structure's turnover (nodes evicted later, requests that finish) keeps none.
+    """
+    for window in reversed(windows):
+        census_t, traced_t = window.get("census_from_t"), window.get("traced_from_t")
+        if census_t is None or traced_t is None or census_t >= traced_t:
+            continue
+        entry = next((e for e in window["sites"] if e["site"] == site), None)
+        kinds = (entry.get("types") or []) if entry is not None else []
+        if sum(k["made"] for k in kinds) < MIN_TYPED:
+            return None
+        end = float(window["t"])
+        scale = (end - float(census_t)) / max(end - float(traced_t), 1e-9)
+        best = max(kinds, key=lambda k: k["grew"] / k["made"])
+        share = best["grew"] / (best["made"] * scale)
+        return Kept(best["type"], best["grew"], end - float(census_t), min(share, 1.0))
+    return None
 
 
 def site_finding(site: Site) -> Finding:
@@ -239,6 +279,9 @@ def site_finding(site: Site) -> Finding:
         f"{site.site}{called} keeps what it allocates: +{rate}{per_kop} retained, in "
         f"{site.windows} of {site.of} allocation windows (tracemalloc)"
     )
+    if site.kept is not None:
+        text += (f"; the {site.kept.type} objects it makes grew by {site.kept.grew:,} over "
+                 f"{site.kept.span_s:.0f} s, {site.kept.share:.0%} of what it made")
     return Finding("python", "tracemalloc", text, site=site.site, stack=site.stack,
                    per_h=site.per_h, unit="B")
 
@@ -445,12 +488,13 @@ def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
                 if int(o.get("agree") or 0) >= MIN_AGREE
             ]
             for path, agree, holds in paths:
-                # A path on which no container holds as many as the type grew by does
-                # not keep the growth: the samples are a structure's turnover (a tree's
-                # nodes, each holding one key), found because the type grew elsewhere.
-                # (A holder of untracked objects that gained them is its own evidence.)
+                # A path whose last holder is not a container of at least half as many
+                # as the type grew by does not keep the growth: the samples are a
+                # structure's turnover (a tree's nodes, each holding one key), found
+                # because the type grew elsewhere. (A holder of untracked objects that
+                # gained them is its own evidence.)
                 if not path or (holds is not None and entry.get("holder") != "one"
-                                and holds < int(entry.get("grew") or 0)):
+                                and 2 * holds < int(entry.get("grew") or 0)):
                     continue
                 path = shorter(str(path))
                 if through_driver(path) or not names_a_holder(path, str(entry["type"])):

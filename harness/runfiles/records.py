@@ -135,11 +135,20 @@ class ProgressLine(TypedDict):
 # -- attribution: windows and the end-of-run search ----------------------------------------
 
 
+class SiteTypes(TypedDict):
+    """A tracked type a site made in the window, and its growth over the run so far."""
+
+    type: str
+    made: int  # alive at the window's end, made since it started tracing
+    grew: int  # alive now less alive at the census's start (the first window's start)
+
+
 class AllocSite(TypedDict):
     site: str  # ``file:line`` of the owning frame
     stack: list[str]
     bytes: int  # retained growth between the window's snapshots
     count: int
+    types: NotRequired[list[SiteTypes]]  # the tracked objects it made, by type
 
 
 class AllocLine(TypedDict):
@@ -151,6 +160,8 @@ class AllocLine(TypedDict):
     from_t: float  # its baseline snapshot
     ops: int  # done since
     sites: list[AllocSite]
+    traced_from_t: NotRequired[float]  # when the window started tracing
+    census_from_t: NotRequired[float]  # when the type census sites' types grew from began
 
 
 class NativeSite(TypedDict):
@@ -176,7 +187,7 @@ class OtherPath(TypedDict):
     path: str | None
     root: str | None
     agree: int
-    holds: NotRequired[int]  # entries of the largest container on the path
+    holds: NotRequired[int]  # entries of the container holding the object (0: an attribute)
 
 
 class OwnerPath(TypedDict):
@@ -190,7 +201,7 @@ class OwnerPath(TypedDict):
     path: str | None  # ``mod.HOLDER -> Holder.items -> list[3] -> Record``
     root: str | None  # ``module m``, ``class m.C``, ``frame f at file:line``, ``no referrer...``
     depth: int | None  # references from the root
-    holds: NotRequired[int]  # entries of the largest container on the path (one holder's share)
+    holds: NotRequired[int]  # entries of the container holding the object (0: an attribute)
     why: NotRequired[str]  # when path is null
     sampled: NotRequired[int]
     agree: NotRequired[int]  # samples on the reported path's shape

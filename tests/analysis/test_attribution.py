@@ -286,11 +286,34 @@ def test_owner_paths_through_the_driver_or_naming_no_holder_are_left_out() -> No
 def test_an_owner_path_whose_holders_each_keep_one_is_not_where_a_type_grew() -> None:
     run = heap_run(200 * MB, [])
     run.owners = [{"paths": [
-        {"type": "tuple", "grew": 164, "sampled": 8, "agree": 5, "tracked": True, "holds": 110,
+        {"type": "tuple", "grew": 164, "sampled": 8, "agree": 5, "tracked": True, "holds": 0,
          "path": "Cache.lru -> dict[4] -> TreeNode.key -> RadixKey.token_ids -> tuple"},
-        {"type": "list", "grew": 372, "sampled": 8, "agree": 6, "tracked": True, "holds": 28099,
+        {"type": "list", "grew": 372, "sampled": 8, "agree": 6, "tracked": True, "holds": 357,
          "path": "Cache.finished -> dict[7] -> list"},
     ]}]
     found = where_it_grows(run, [parse_budget("heap: 10 MB/h")],
                            [Judgement("leak", "confirmed-growth", "heap")], {"heap": 200 * MB})
     assert [f.owner for f in found if f.kind == "owner"] == ["Cache.finished -> dict[7] -> list"]
+
+
+def typed_window(index: int, t: float, types: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    line = window(index, t, {site: 50_000 for site in types})
+    line["census_from_t"], line["traced_from_t"] = 4.0, t - 2.0
+    for entry in line["sites"]:
+        entry["types"] = types[entry["site"]]
+    return line
+
+
+def test_a_site_whose_objects_the_run_does_not_keep_is_turnover_not_a_leak() -> None:
+    made = {"tree.py:68": [{"type": "TreeNode", "made": 50, "grew": -3}],  # evicted later
+            "cache.py:40": [{"type": "list", "made": 20, "grew": 95}]}  # kept, all of them
+    windows = [typed_window(1, 6.0, made), typed_window(2, 14.0, made)]
+    [site] = growing_sites(windows)
+    assert site.site == "cache.py:40" and site.kept is not None
+    assert site.kept.type == "list" and site.kept.share == pytest.approx(95 / (20 * 5))
+    from harness.analysis.attribution import site_finding
+    assert site_finding(site).text.endswith(
+        "; the list objects it makes grew by 95 over 10 s, 95% of what it made")
+    few = {"tree.py:68": [{"type": "TreeNode", "made": 5, "grew": 0}]}  # too few to say
+    assert [s.site for s in growing_sites([typed_window(1, 6.0, few),
+                                           typed_window(2, 14.0, few)])] == ["tree.py:68"]

@@ -270,15 +270,17 @@ def test_the_reader_keeps_the_owners_line(tmp_path: Path) -> None:
     assert data.owners[0]["paths"] == record["paths"] and data.owners[0]["type"] == "owners"
 
 
-def test_largest_container_counts_containers_on_the_chain_not_namespaces() -> None:
-    from harness.worker.heapgraph.paths import largest_container
+def test_holding_container_is_the_last_hop_when_it_is_a_container() -> None:
+    from harness.worker.heapgraph.paths import holding_container
 
     class Holder:
         def __init__(self) -> None:
             self.kept = {i: [i] for i in range(40)}
+            self.one = [1]
 
     holder = Holder()
-    module_globals = {"holder": holder, **{f"x{i}": i for i in range(99)}}
-    chain = [module_globals, holder, holder.__dict__, holder.kept, holder.kept[3]]
-    assert largest_container(chain) == 40  # not the globals (root), not the __dict__ (1 entry)
-    assert largest_container([module_globals, holder, holder.__dict__, holder.kept]) == 0
+    module_globals = {"holder": holder}
+    assert holding_container([module_globals, holder, holder.kept, holder.kept[3]]) == 40
+    # held by an attribute (through the instance's namespace), not by a container
+    assert holding_container([module_globals, holder, holder.__dict__, holder.one]) == 0
+    assert holding_container([module_globals, holder.one]) == 0

@@ -41,13 +41,15 @@ def describe(nodes: Sequence[object], roots: Roots) -> str:
 CONTAINERS = (list, dict, set, frozenset, tuple, deque)
 
 
-def largest_container(nodes: Sequence[object]) -> int:
-    """Entries of the largest container between the root and the held object (an
-    object's attribute namespace is not one): how many of a type one holder keeps."""
-    between = range(1, len(nodes) - 1)  # not the root (a module's globals), not the object
-    sizes = [len(nodes[i]) for i in between  # type: ignore[arg-type]
-             if isinstance(nodes[i], CONTAINERS) and not _is_namespace(nodes[i - 1], nodes[i])]
-    return max(sizes, default=0)
+def holding_container(nodes: Sequence[object]) -> int:
+    """Entries of the container that holds the object itself (the last hop), 0 when an
+    attribute or a frame holds it: how many like it that one holder keeps."""
+    if len(nodes) < 3:
+        return 0
+    before, holder = nodes[-3], nodes[-2]
+    if isinstance(holder, CONTAINERS) and not _is_namespace(before, holder):
+        return len(holder)  # type: ignore[arg-type]
+    return 0
 
 
 def _global_edge(module: str, namespace: object, value: object) -> str:

@@ -38,7 +38,7 @@ class Found:
     root: str | None
     depth: int | None = None
     why: str | None = None
-    holds: int | None = None  # entries of the largest container on the chain
+    holds: int | None = None  # entries of the container holding the object (0: none)
 
 
 @dataclass

@@ -39,7 +39,7 @@ from harness.worker.heapgraph.census import (
     type_name,
 )
 from harness.worker.heapgraph.naming import edge_name
-from harness.worker.heapgraph.paths import describe, largest_container, shape, through
+from harness.worker.heapgraph.paths import describe, holding_container, shape, through
 from harness.worker.heapgraph.roots import Roots
 from harness.worker.heapgraph.search import Found, Referrers, Search, Timer
 from harness.worker.heapgraph.tensor_views import tensor_report
@@ -187,7 +187,7 @@ class Plan:
             else:
                 path = describe(chain, roots)
                 self._found[index] = Found(path, root, path.count(" -> "),
-                                           holds=largest_container(chain))
+                                           holds=holding_container(chain))
         chains.clear()
         gave_up = found.gave_up
         del chains, found
