@@ -100,3 +100,25 @@ def write_report(rundir: Path) -> Path:
     from reports.run import write_run_report  # lazy: matplotlib stays off the run path
 
     return write_run_report(rundir, upgrade=upgrade)
+
+
+WHERE_SHOWN = 3  # lines of "Where it grows" printed unless --where all
+
+
+def add_where_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--where", choices=("top", "all"), default="top",
+                        help=f"'Where it grows': the {WHERE_SHOWN} most certain lines (top, "
+                             "the default) or every line (all)")
+
+
+def print_where(where: list[str], show: str, indent: str = "") -> None:
+    """The "Where it grows" lines, most certain first, cut to WHERE_SHOWN unless ``all``."""
+    if not where:
+        return
+    shown = where if show == "all" else where[:WHERE_SHOWN]
+    print(f"{indent}where it grows:")
+    print("\n".join(f"{indent}  - {line}" for line in shown))
+    if len(shown) < len(where):
+        print(f"{indent}  ({len(where) - len(shown)} less certain line"
+              f"{'s' * (len(where) - len(shown) != 1)}: --where all, or the report)")
+

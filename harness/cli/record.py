@@ -16,7 +16,13 @@ import time
 from pathlib import Path
 
 from harness.analysis.calibration import UNCALIBRATED
-from harness.cli.base import default_rundir, interrupts, write_report
+from harness.cli.base import (
+    add_where_argument,
+    default_rundir,
+    interrupts,
+    print_where,
+    write_report,
+)
 from harness.config import RunConfig, SamplerIntervals
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
@@ -79,6 +85,7 @@ class RecordCommand:
             help="record Python child processes too, each in its own section")
         add("--no-attribution", action="store_true",
             help="no allocation windows or owner search")
+        add_where_argument(parser)
         add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",
             help="add or override a budget, like 'heap: 5 MB/h' or 'kv_lost: <= 0' (a gauge "
                  "the program registers), or drop one: 'rss: off' (repeatable)")
@@ -106,7 +113,7 @@ class RecordCommand:
         if at_once is not None:
             return at_once
         verdict = overall_verdict(processes)
-        show(processes, verdict, stopped)
+        show(processes, verdict, stopped, args.where)
         write_index(out, processes, verdict, stopped)
         print(f"record folder: {out}")
         print(f"report: {out / RECORD_INDEX}")
@@ -148,16 +155,14 @@ def too_short(stopped: Stopped, config: RunConfig) -> int | None:
     return int(code)
 
 
-def show(processes: list[Recorded], verdict: str, stopped: Stopped) -> None:
+def show(processes: list[Recorded], verdict: str, stopped: Stopped, show_where: str = "top",
+         ) -> None:
     for p in processes:
         role = "the program" if p.is_program else "a child"
         print(f"process {p.pid} ({role}: {p.argv}): {p.outcome.verdict}")
         for reason in p.outcome.reasons:
             print(f"  - {reason}")
-        where = p.outcome.summary.where_it_grows()
-        if where:
-            print("  where it grows:")
-            print("\n".join(f"    - {line}" for line in where))
+        print_where(p.outcome.summary.where_it_grows(), show_where, indent="  ")
         print(f"  report: {write_report(p.outcome.rundir)}")
     print(f"overall: {verdict} ({len(processes)} process{'es' * (len(processes) != 1)}; "
           f"the program's exit code {stopped.exit_code})")

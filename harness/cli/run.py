@@ -12,7 +12,14 @@ import threading
 from pathlib import Path
 
 from harness.api import Scenario
-from harness.cli.base import check_target_spec, default_rundir, interrupts, write_report
+from harness.cli.base import (
+    add_where_argument,
+    check_target_spec,
+    default_rundir,
+    interrupts,
+    print_where,
+    write_report,
+)
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import duration_from, scenario_config
 from harness.errors import UsageError
@@ -53,10 +60,7 @@ class RunCommand:
         print(f"{scenario.name}: {outcome.verdict}")
         for reason in outcome.reasons:
             print(f"  - {reason}")
-        where = outcome.summary.where_it_grows()
-        if where:
-            print("where it grows:")
-            print("\n".join(f"  - {line}" for line in where))
+        print_where(outcome.summary.where_it_grows(), args.where)
         print(f"run folder: {outcome.rundir}")
         print(f"report: {write_report(outcome.rundir)}")
         return signals.exit_code(exit_code(outcome.verdict))
@@ -77,6 +81,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--heartbeat", help="silence of the worker's main loop that counts as hung (30s)")
     add("--rss-ceiling", help="kill the run above this RSS, like 4GiB (default half the RAM)")
     add("--target", help="cache factory module:callable to test instead of the default")
+    add_where_argument(parser)
     add("--no-attribution", action="store_true",
         help="no allocation windows or owner search (where it grows is then not named)")
     add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",

@@ -196,3 +196,20 @@ def test_a_target_in_the_current_folder_loads_in_the_parent_too() -> None:
         cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "conforms" in done.stdout and "cannot load" not in done.stdout
+
+
+def test_where_it_grows_prints_the_three_most_certain_lines_unless_asked_for_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli.base import print_where
+
+    lines = ["first", "second", "third", "fourth", "fifth"]
+    print_where(lines, "top")
+    out = capsys.readouterr().out
+    assert "  - third" in out and "fourth" not in out
+    assert "(2 less certain lines: --where all, or the report)" in out
+    print_where(lines, "all", indent="  ")
+    out = capsys.readouterr().out
+    assert "    - fifth" in out and "less certain" not in out
+    print_where([], "top")
+    assert capsys.readouterr().out == ""
