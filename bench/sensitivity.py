@@ -132,7 +132,36 @@ def describe(job: Job, scenario: str, outcome: RunOutcome) -> dict[str, Any]:
         "metrics": summary.metrics,
         "where": summary.where_it_grows(),
         "culprit": culprit_named(job.target, summary.where_it_grows()),
+        "first": first_line_culprit(job.target, summary.where_it_grows()),
+        "innocent": len(innocent_lines(job.target, summary.where_it_grows())),
     }
+
+
+# Kinds whose leak is Python objects: a native claim on them is a false lead.
+PYTHON_KINDS = ("dict/list retention", "many small objects", "cycles of evicted nodes",
+                "idle-only leak")
+SITE_OR_OWNER = ("keeps what it allocates", "is held by")
+
+
+def first_line_culprit(target: ZooTarget, where: list[str]) -> str:
+    """Whether the first line of "Where it grows" names the culprit ("yes"/"no"/"-")."""
+    if not target.leaks:
+        return "-"
+    return "yes" if where and any(word in where[0] for word in target.culprit) else "no"
+
+
+def innocent_lines(target: ZooTarget, where: list[str]) -> list[str]:
+    """Lines that send the reader to the wrong place: a site or an owner path that does
+    not name the culprit (on a non-leak, any site or owner), or a native claim on a leak
+    of Python objects."""
+    wrong = []
+    for line in where:
+        names_culprit = any(word in line for word in target.culprit)
+        if any(words in line for words in SITE_OR_OWNER) and not names_culprit:
+            wrong.append(line)
+        elif line.startswith("native memory grows") and target.kind in PYTHON_KINDS:
+            wrong.append(line)
+    return wrong
 
 
 def culprit_named(target: ZooTarget, where: list[str]) -> str:
@@ -211,11 +240,11 @@ def kind_table(rec: Record, rows: list[dict[str, Any]], duration: float) -> None
     here = [r for r in rows if r["duration_s"] == duration]
     rec.say(f"{duration:g} s runs:")
     rec.table(["kind", "target", "leak?", "seed", "asked", "true rate", "verdict", "detected at",
-               "judged by", "estimate [95% CI]", "culprit named"],
+               "judged by", "estimate [95% CI]", "culprit named", "first line", "innocent"],
               [[r["kind"], r["target"], "yes" if r["leaks"] else "no", r["seed"],
                 rate_text(r["rate"], r["unit"]), rate_text(r["true_rate"], r["unit"]),
                 r["verdict"], seconds(r["detect_s"]), r["judged_by"], estimate_text(r),
-                r.get("culprit", "-")]
+                r.get("culprit", "-"), r.get("first", "-"), r.get("innocent", "-")]
                for r in here])
 
 
@@ -342,6 +371,7 @@ def culprit_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
         rec.target("every leak kind's culprit named in >= 9 of 10 runs", share >= 0.9,
                    f"worst {worst}: {sum(named[worst])} of {len(named[worst])}",
                    why=f"{worst} named in {share:.0%} of its runs")
+    precision_targets(rec, rows)
     calm = [r for r in rows if not r["leaks"]]
     if calm:
         blamed = sorted({r["target"] for r in calm if r["culprit"] == "blamed"})
@@ -349,6 +379,28 @@ def culprit_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
         rec.target("non-leaks name nothing as growing", not blamed,
                    f"{count} of {len(calm)} non-leak runs blamed something",
                    why=f"blamed on {', '.join(blamed)}")
+
+
+def precision_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
+    """Issue 32's: the culprit on the first line in >= 9 of 10 seeds per kind, and no
+    innocent line (a wrong site or owner, a native claim on a Python leak) anywhere."""
+    leaks = [r for r in rows if r["leaks"] and "first" in r]
+    if leaks:
+        first: dict[str, list[bool]] = {}
+        for r in leaks:
+            first.setdefault(r["target"], []).append(r["first"] == "yes")
+        worst = min(first, key=lambda t: sum(first[t]) / len(first[t]))
+        share = sum(first[worst]) / len(first[worst])
+        rec.target("every leak kind's culprit on the first line in >= 9 of 10 runs",
+                   share >= 0.9, f"worst {worst}: {sum(first[worst])} of {len(first[worst])}",
+                   why=f"{worst} first in {share:.0%} of its runs")
+    counted = [r for r in rows if "innocent" in r]
+    if counted:
+        total = sum(int(r["innocent"]) for r in counted)
+        where = sorted({r["target"] for r in counted if r["innocent"]})
+        rec.target("no innocent line in leaking or non-leak runs", total == 0,
+                   f"{total} innocent lines in {len(counted)} runs",
+                   why=f"innocent lines on {', '.join(where)}")
 
 
 def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:

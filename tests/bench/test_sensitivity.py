@@ -73,3 +73,21 @@ def test_an_asked_rate_replaces_the_byte_leaks_target_rate_and_names_the_target(
     (first, *_) = rec.targets
     assert first["target"] == "every leak kind at >= 20 MB/h caught (leak) at 60 s"
     assert not first["met"] and first["measured"] == "1/2 kinds caught"
+
+
+def test_precision_counts_the_culprit_on_the_first_line_and_the_innocent_lines() -> None:
+    from bench.sensitivity import first_line_culprit, innocent_lines
+
+    dict_leak, fixed = BY_NAME["dict_retention"], BY_NAME["fixed"]
+    where = [
+        "bench/zoo/ledger.py:70 (called from bench/zoo/python_leaks.py:39) keeps what it "
+        "allocates: +224 MB/h",
+        "refcache/keys.py:30 (called from refcache/radix_tree.py:173) keeps what it allocates",
+        "tuple (+154) is held by workload -> CacheWorkload.cache -> Cache.lru -> tuple",
+        "native memory grows ~42 MB/h: the C heap grows",
+    ]
+    assert first_line_culprit(dict_leak, where) == "yes"
+    assert first_line_culprit(dict_leak, where[1:]) == "no"
+    assert innocent_lines(dict_leak, where) == where[1:]  # two wrong leads, a native claim
+    assert innocent_lines(BY_NAME["native_malloc"], where[3:]) == []  # native is right there
+    assert first_line_culprit(fixed, where) == "-" and len(innocent_lines(fixed, where)) == 2
