@@ -90,4 +90,4 @@ def test_precision_counts_the_culprit_on_the_first_line_and_the_innocent_lines()
     assert first_line_culprit(dict_leak, where[1:]) == "no"
     assert innocent_lines(dict_leak, where) == where[1:]  # two wrong leads, a native claim
     assert innocent_lines(BY_NAME["native_malloc"], where[3:]) == []  # native is right there
-    assert first_line_culprit(fixed, where) == "-" and len(innocent_lines(fixed, where)) == 2
+    assert first_line_culprit(fixed, where) == "-" and len(innocent_lines(fixed, where)) == 3
