@@ -23,6 +23,7 @@ from scenarios.workloads.exits import RETRACT
 from scenarios.workloads.overlap import REGRESSION, missing_calls
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
+from tests.scenarios.test_exits import FAMILIES, SHAPE
 
 STEPS = 800
 KV = 2048  # radix-overlap's pool
@@ -113,10 +114,21 @@ def test_a_cache_without_the_slot_calls_runs_with_overlap_skipped(target: str,
         w.close()
 
 
-def test_the_reference_caches_with_one_kv_slot_per_token_take_the_slot_calls() -> None:
-    for make in (factories.radix_cache, factories.mamba_cache):
-        cache: Any = make()
+@pytest.mark.integration  # drives each family's exit load with overlap on
+@pytest.mark.parametrize("family", ["mamba", "hiradix", "himamba"])
+def test_every_family_with_the_slot_calls_balances_under_overlap(family: str) -> None:
+    """The caches built on RadixCache inherit its slot calls; their own state (Mamba
+    slots, host copies, prefetches) must still balance with a batch in flight."""
+    factory, options = FAMILIES[family]
+    cache: Any = factory(**options)
+    try:
         assert missing_calls(cache) is None
+        s = Scheduler(cache, Traffic.seeded(0, SHAPE), OVERLAP_LOAD, 0)
+        retracted, worst = drive(s)
+        assert retracted > 0 and worst == 0 and s.idle_check.locked == 0
+        s.drain()
+        cache.sanity_check()
+    finally:
         cache.close()
 
 
