@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import torch
 
 from scenarios.workloads.exits import RETRACT
-
-if TYPE_CHECKING:
-    import torch
-
-    from scenarios.workloads.scheduler import Running, Scheduler
+from scenarios.workloads.request_state import Running
 
 REGRESSION = "overlap-retract-inflight-slot"  # SGLang #11981, issue #11970
 CALLS = ("alloc_tokens(n)", "free_tokens(slots)", "extend_request(req, tokens, slots=...)")
@@ -62,6 +60,24 @@ def _takes_slots(method: Any) -> bool:
         return False
 
 
+class Scheduling(Protocol):
+    """The scheduler's side of overlap decode (``scheduler.Scheduler``): its running
+    requests and the ways they leave. A protocol, since the scheduler imports this."""
+
+    cache: Any
+    running: list[Running]
+
+    def _out_of_memory(self, run: Running) -> int: ...
+
+    def _leaves_running(self, run: Running) -> bool: ...
+
+    def _release(self, run: Running, path: str) -> int: ...
+
+    def _finish(self, run: Running) -> int: ...
+
+    def _draft(self, n: int) -> list[int]: ...
+
+
 @dataclass
 class Launched:
     """One request's share of a batch in flight."""
@@ -72,11 +88,17 @@ class Launched:
 
 class OverlapDecode:
     """Decode with one batch in flight: each step launches the next batch, then
-    processes the result of the batch launched the step before."""
+    processes the result of the batch launched the step before.
 
-    def __init__(self, scheduler: Scheduler, regressions: frozenset[str]) -> None:
+    It is the scheduler's decode step when overlap is on, and it leaves through the
+    scheduler's own exits (``_out_of_memory``, ``_release``, ``_finish``), so a request
+    finishes, aborts or is retracted the same way with overlap on or off."""
+
+    def __init__(self, scheduler: Scheduling, tokens_per_batch: int,
+                 regressions: frozenset[str]) -> None:
         self.scheduler = scheduler
-        self.cache: Any = scheduler.cache  # has the optional calls (missing_calls said so)
+        self.cache = scheduler.cache  # has the optional calls (missing_calls said so)
+        self.tokens_per_batch = tokens_per_batch  # per request (SGLang's decode: one)
         # v0.5.3.post3 skipped a retracted request before freeing its slot in flight.
         self.skips_retracted = REGRESSION in regressions
         self.in_flight: list[Launched] = []
@@ -94,9 +116,6 @@ class OverlapDecode:
         self.in_flight = []
         return ops
 
-    def in_flight_slots(self) -> int:
-        return sum(len(entry.slots) for entry in self.in_flight)
-
     def _launch(self) -> tuple[list[Launched], int]:
         """Every running request's slots for the tokens its next batch produces.
 
@@ -108,7 +127,7 @@ class OverlapDecode:
         s, ops = self.scheduler, 0
         launched: list[Launched] = []
         for run in list(s.running):
-            n = min(s.load.decode_per_step, run.request.output_len - len(run.generated))
+            n = min(self.tokens_per_batch, run.request.output_len - len(run.generated))
             slots = self.cache.alloc_tokens(n)
             ops += 1
             if slots is None:

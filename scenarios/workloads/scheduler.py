@@ -50,7 +50,8 @@ from scenarios.workloads.exits import (
 from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.overlap import OverlapDecode, missing_calls
 from scenarios.workloads.protocol import PrefixCache
-from scenarios.workloads.traffic import Request, Traffic
+from scenarios.workloads.request_state import Running, Waiting
+from scenarios.workloads.traffic import Traffic
 
 
 @dataclass(frozen=True)
@@ -100,26 +101,6 @@ class Load:
         return self.pattern == "idle-gaps" and step % self.idle_every >= busy
 
 
-@dataclass
-class Waiting:
-    request: Request
-    since: int  # the step it (re)joined the queue
-    fate: Fate = field(default_factory=lambda: Fate(FINISH))
-    req: Req | None = None  # made when first matched or admitted
-    generated: list[int] = field(default_factory=list)  # what it decoded before a retraction
-
-
-@dataclass
-class Running:
-    req: Req
-    request: Request
-    prompt_len: int
-    generated: list[int] = field(default_factory=list)
-    denoise_left: int = 0  # dLLM: steps before the block in flight settles
-    fate: Fate = field(default_factory=lambda: Fate(FINISH))
-    left: str | None = None  # how it left (a batch in flight still names it after)
-
-
 class Scheduler:
     def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load, seed: int = 0,
                  regressions: Iterable[str] = ()) -> None:
@@ -138,7 +119,7 @@ class Scheduler:
         self.skipped_exits = self.support.skipped(load.exits) if load.exits.on else {}
         # Why overlap scheduling, asked for, is not run: the cache lacks a call it needs.
         self.skipped_overlap = missing_calls(cache) if load.overlap else None
-        self.overlap = (OverlapDecode(self, validate(regressions))
+        self.overlap = (OverlapDecode(self, load.decode_per_step, validate(regressions))
                         if load.overlap and self.skipped_overlap is None else None)
         # Fates come from their own stream, so the traffic is the same with exits on or off.
         self._fates = random.Random(f"exits-{seed}")
