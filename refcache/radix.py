@@ -118,14 +118,29 @@ class RadixCache(RadixTree):
     def _unschedule_request_state(self, req: Req) -> None:
         """hook: give back what ``_alloc_request_state`` took, the request not scheduled."""
 
-    def extend_request(self, req: Req, tokens: list[int]) -> bool:
-        """Decode: allocate slots for new tokens; False when the pool is full."""
-        slots = self.alloc_tokens(len(tokens))
+    def extend_request(
+        self, req: Req, tokens: list[int], slots: torch.Tensor | None = None
+    ) -> bool:
+        """Decode: give new tokens their slots; False when the pool is full.
+
+        ``slots``: allocated before by ``alloc_tokens``. Overlap scheduling takes a
+        batch's slots when it launches and commits the tokens when the result comes
+        back; until then the slots are the scheduler's, not the request's.
+        """
         if slots is None:
-            return False
+            slots = self.alloc_tokens(len(tokens))
+            if slots is None:
+                return False
+        elif len(slots) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens committed into {len(slots)} slots")
         req.token_ids.extend(tokens)
         req.kv_indices = torch.cat((req.kv_indices, slots))
         return True
+
+    def free_tokens(self, slots: torch.Tensor) -> None:
+        """Give back slots from ``alloc_tokens`` that no request's tokens hold (the
+        slots of an overlap batch in flight whose request has left)."""
+        self.kv_pool.free(slots)
 
     def cache_unfinished_req(self, req: Req) -> None:
         """Insert what the request computed so far and re-lock its new last node.

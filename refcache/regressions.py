@@ -2,7 +2,10 @@
 
 The default is the fixed code. A cache receives the set of active regressions at
 construction and its code takes the old path where the incident lived; there is
-no "if injected: allocate garbage" anywhere. Importing this module is cheap (no
+no "if injected: allocate garbage" anywhere. An incident whose site was SGLang's
+scheduler, not its cache, lives in the harness's scheduler
+(``scenarios.workloads.scheduler``), which receives the same set from the run;
+``Regression.cache`` then names ``Scheduler``. Importing this module is cheap (no
 torch), so the harness can list regressions without building a cache.
 """
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 class Regression:
     name: str
     incident: int
-    cache: str
+    cache: str  # the class whose code takes the old path
     description: str
 
 
@@ -75,6 +78,15 @@ REGISTRY: dict[str, Regression] = {
             "SGLang #9874: aborting a waiting request gives back nothing its storage prefetch "
             "took: the host node's ref, the host slots, the ongoing_prefetch entry and its "
             "share of prefetch_tokens_occupied (past the capacity limit, prefetch stops)",
+        ),
+        Regression(
+            "overlap-retract-inflight-slot",
+            10,
+            "Scheduler",
+            "SGLang #11981 (issue #11970, v0.5.3.post3): with overlap scheduling, the "
+            "decode result processing skips a retracted request before freeing its slot "
+            "in the batch that was in flight when it was retracted: one KV slot lost per "
+            "retraction",
         ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
         Regression(

@@ -236,7 +236,9 @@ class SWARadixCache(HybridRadixCache):
             req.aux["swa_indices"] = slots
         return slots is not None
 
-    def extend_request(self, req: Req, tokens: list[int]) -> bool:
+    # Takes no ``slots`` (KV slots allocated before, for overlap scheduling): a decoded
+    # token here needs an SWA slot too, so the scheduler runs this cache without overlap.
+    def extend_request(self, req: Req, tokens: list[int]) -> bool:  # type: ignore[override]
         return self._extend_with_swa(req, tokens, self.alloc_swa(len(tokens)), self.swa_pool)
 
     def _insert_req(self, req: Req) -> int:

@@ -102,7 +102,9 @@ class UnifiedRadixCache(UnifiedTree):
             self.swa.pool.free(own_swa(req))
         req.aux.pop("swa_indices", None)
 
-    def extend_request(self, req: Req, tokens: list[int]) -> bool:
+    # Takes no ``slots`` (KV slots allocated before, for overlap scheduling): with an SWA
+    # component a decoded token needs an SWA slot too; the scheduler runs it without overlap.
+    def extend_request(self, req: Req, tokens: list[int]) -> bool:  # type: ignore[override]
         if self.swa is None:
             return super().extend_request(req, tokens)
         slots = self._alloc_from(self.swa, len(tokens))

@@ -79,7 +79,9 @@ class NativeMalloc(ZooCache):
         self.libc = _Libc()
         self.buffers: list[int] = []
 
-    def extend_request(self, req: Req, tokens: list[int]) -> bool:
+    def extend_request(
+        self, req: Req, tokens: list[int], slots: torch.Tensor | None = None
+    ) -> bool:
         owed = self.ledger.owed()
         if owed:
             pointer = self.libc.malloc(owed)
@@ -88,7 +90,7 @@ class NativeMalloc(ZooCache):
             self.libc.memset(pointer, FILL, owed)
             self.buffers.append(pointer)
             self.ledger.add(owed)
-        return super().extend_request(req, tokens)
+        return super().extend_request(req, tokens, slots)
 
     def close(self) -> None:
         for pointer in self.buffers:

@@ -278,6 +278,7 @@ class NotesLine(TypedDict):
     # Per-request table -> request id -> the exit path it left by (ids as JSON keys).
     stale_request_entries: NotRequired[dict[str, dict[str, str]]]
     exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
+    overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     error: NotRequired[str]  # notes() raised
 
 

@@ -79,7 +79,9 @@ class CacheWorkload:
         shape = dataclasses.replace(shape, **ctx.options.get("traffic", {}))
         self.cache: PrefixCache = call_factory(ctx.factory(factory),
                                                {"inject": ctx.inject, **options})
-        self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load, ctx.seed)
+        # The scheduler takes the regressions too: one incident's site is SGLang's scheduler.
+        self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load, ctx.seed,
+                                   regressions=ctx.inject)
         self._stats: dict[str, float] = {}
         self._stats_at = 0.0
 
@@ -136,6 +138,8 @@ class CacheWorkload:
             notes["stale_request_entries"] = dict(self.scheduler.idle_check.stale_tables)
         if self.scheduler.skipped_exits:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
+        if self.scheduler.skipped_overlap:
+            notes["overlap_not_taken"] = self.scheduler.skipped_overlap
         return notes
 
     def close(self) -> None:

@@ -19,6 +19,8 @@ from harness.registry import load_scenario
 from harness.runfiles.signals import JUDGED_SIGNALS
 from scenarios.workloads.common import EXITS
 from scenarios.workloads.exits import Support
+from scenarios.workloads.overlap import CALLS as OVERLAP_CALLS
+from scenarios.workloads.overlap import missing_calls as missing_overlap_calls
 
 # What the scheduler and the workload call on every cache (scenarios.workloads.protocol).
 REQUIRED = (
@@ -84,6 +86,7 @@ def _methods(cache: Any, found: Diagnosis) -> bool:
         if not callable(getattr(cache, name, None)):
             found.facts.append(f"no {name}(): {consequence}.")
     _exit_calls(cache, found)
+    _overlap_calls(cache, found)
     return not missing
 
 
@@ -100,6 +103,17 @@ def _exit_calls(cache: Any, found: Diagnosis) -> None:
         found.facts.append(f"exit-path calls implemented: {'; '.join(taken)}.")
     for path, reason in sorted(support.skipped(EXITS).items()):
         found.facts.append(f"exit path {path} is not taken in the *-exits scenarios: {reason}.")
+
+
+def _overlap_calls(cache: Any, found: Diagnosis) -> None:
+    """Whether the cache can run overlap scheduling (radix-overlap launches the next decode
+    batch before the last one's result is processed)."""
+    missing = missing_overlap_calls(cache)
+    if missing is None:
+        found.facts.append(f"overlap-scheduling calls implemented: {', '.join(OVERLAP_CALLS)}.")
+    else:
+        found.facts.append(f"overlap scheduling is not run (radix-overlap runs with it off): "
+                           f"{missing}.")
 
 
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:

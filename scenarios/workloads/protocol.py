@@ -39,7 +39,24 @@ class PrefixCache(Protocol):
         ...
 
     def extend_request(self, req: Req, tokens: list[int]) -> bool:
-        """Allocate KV for decoded tokens; False when full."""
+        """Allocate KV for decoded tokens; False when full.
+
+        Optional keyword ``slots`` (``extend_request(req, tokens, slots=...)``): the
+        tokens take these slots, allocated before by ``alloc_tokens``, instead of new
+        ones. Overlap scheduling needs it, with ``alloc_tokens`` and ``free_tokens``."""
+        ...
+
+    def alloc_tokens(self, n: int) -> Any:
+        """Optional (overlap scheduling). ``n`` KV slots that no request holds yet, evicting
+        first if the pool is short, or None: a decode batch's slots when it launches, one
+        per token it will produce (SGLang's ``out_cache_loc``)."""
+        ...
+
+    def free_tokens(self, slots: Any) -> None:
+        """Optional (overlap scheduling). Give back slots from ``alloc_tokens`` that no
+        token took: a batch's slots for a request that finished or was retracted while the
+        batch was in flight. Without this, ``alloc_tokens`` and ``extend_request(...,
+        slots=...)``, overlap scheduling is not run."""
         ...
 
     def cache_unfinished_req(self, req: Req) -> None:

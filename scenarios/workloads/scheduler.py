@@ -17,6 +17,12 @@ does to it first: failed allocations, dropped and rejected requests.
 With ``Load.exits`` on, requests also leave by aborts, timeouts, failures and
 retraction (``scenarios.workloads.exits``), each through the cache call SGLang
 makes on that path; the counts per path are kept in ``exits``.
+
+With ``Load.overlap`` on, decode runs as SGLang's overlap scheduler does
+(``scenarios.workloads.overlap``): each step launches the next batch, whose slots
+are allocated at once, then processes the previous batch's result; idle is then
+also "no batch in flight". The scheduler takes the regressions of the run
+(``regressions``) for the one incident whose site was SGLang's scheduler.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from refcache.regressions import validate
 from refcache.req import Req
 from scenarios.workloads.exits import (
     ABORT_RUNNING,
@@ -40,8 +48,10 @@ from scenarios.workloads.exits import (
     draw_fate,
 )
 from scenarios.workloads.health import IdleCheck
+from scenarios.workloads.overlap import OverlapDecode, missing_calls
 from scenarios.workloads.protocol import PrefixCache
-from scenarios.workloads.traffic import Request, Traffic
+from scenarios.workloads.request_state import Running, Waiting
+from scenarios.workloads.traffic import Traffic
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,14 @@ class Load:
     dllm_block: int = 0
     denoise_steps: int = 3
     exits: Exits = field(default_factory=Exits)  # aborts, timeouts, failures, retraction
+    # Launch the next decode batch before the last one's result is processed (SGLang's
+    # overlap scheduling, on by default there): scenarios.workloads.overlap.
+    overlap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.overlap and self.dllm_block:
+            raise ValueError("overlap scheduling is modelled for token-by-token decode only "
+                             "(dllm_block must be 0)")
 
     def arrivals(self, step: int, carry: float) -> tuple[int, float]:
         """How many requests arrive at this step, and the fractional carry."""
@@ -83,27 +101,9 @@ class Load:
         return self.pattern == "idle-gaps" and step % self.idle_every >= busy
 
 
-@dataclass
-class Waiting:
-    request: Request
-    since: int  # the step it (re)joined the queue
-    fate: Fate = field(default_factory=lambda: Fate(FINISH))
-    req: Req | None = None  # made when first matched or admitted
-    generated: list[int] = field(default_factory=list)  # what it decoded before a retraction
-
-
-@dataclass
-class Running:
-    req: Req
-    request: Request
-    prompt_len: int
-    generated: list[int] = field(default_factory=list)
-    denoise_left: int = 0  # dLLM: steps before the block in flight settles
-    fate: Fate = field(default_factory=lambda: Fate(FINISH))
-
-
 class Scheduler:
-    def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load, seed: int = 0) -> None:
+    def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load, seed: int = 0,
+                 regressions: Iterable[str] = ()) -> None:
         self.cache, self.traffic, self.load = cache, traffic, load
         self.queue: deque[Waiting] = deque()
         self.running: list[Running] = []
@@ -117,6 +117,10 @@ class Scheduler:
         self.support = Support.of(cache)
         # Paths the load asks for that this cache cannot take (a missing call).
         self.skipped_exits = self.support.skipped(load.exits) if load.exits.on else {}
+        # Why overlap scheduling, asked for, is not run: the cache lacks a call it needs.
+        self.skipped_overlap = missing_calls(cache) if load.overlap else None
+        self.overlap = (OverlapDecode(self, load.decode_per_step, validate(regressions))
+                        if load.overlap and self.skipped_overlap is None else None)
         # Fates come from their own stream, so the traffic is the same with exits on or off.
         self._fates = random.Random(f"exits-{seed}")
         self._carry = 0.0
@@ -129,8 +133,9 @@ class Scheduler:
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
         self.cache.check_hicache_events()
         if not self.running:
-            live = self._live_rids() if self.idle_check.has_tables else None
-            self.idle_check.run(self.cache, self._waiting_states(), live)
+            if not self._batch_in_flight():  # SGLang checks only once its result is processed
+                live = self._live_rids() if self.idle_check.has_tables else None
+                self.idle_check.run(self.cache, self._waiting_states(), live)
             if self.load.idle(self.steps):
                 time.sleep(self.load.idle_sleep_s)
         return ops + 1
@@ -233,7 +238,12 @@ class Scheduler:
             self.cache.release_aborted_request(req)
             self._departed(req.rid, "dropped")
 
+    def _batch_in_flight(self) -> bool:
+        return self.overlap is not None and bool(self.overlap.in_flight)
+
     def _decode(self) -> int:
+        if self.overlap is not None:
+            return self.overlap.step()
         ops = 0
         for run in list(self.running):
             if self._leaves_running(run):
@@ -242,14 +252,18 @@ class Scheduler:
             ok = self._denoise(run) if self.load.dllm_block else self._next_tokens(run)
             ops += 1
             if not ok:
-                self.alloc_failures += 1
-                if self.load.exits.retract and RETRACT not in self.skipped_exits:
-                    ops += self._release(run, RETRACT)
-                    continue
-            # without retraction a request out of memory finishes early
-            if not ok or (len(run.generated) >= run.request.output_len and not run.denoise_left):
+                ops += self._out_of_memory(run)
+            elif len(run.generated) >= run.request.output_len and not run.denoise_left:
                 ops += self._finish(run)
         return ops
+
+    def _out_of_memory(self, run: Running) -> int:
+        """Decode found no KV for the request: retract it (it waits again) or, without
+        retraction, finish it early."""
+        self.alloc_failures += 1
+        if self.load.exits.retract and RETRACT not in self.skipped_exits:
+            return self._release(run, RETRACT)
+        return self._finish(run)
 
     def _leaves_running(self, run: Running) -> bool:
         return (run.fate.path in (ABORT_RUNNING, FAIL_RUNNING)
@@ -258,6 +272,7 @@ class Scheduler:
     def _release(self, run: Running, path: str) -> int:
         """A running request leaves without caching (abort, failure) or is retracted."""
         self.running.remove(run)
+        run.left = path
         self.cache.cache_finished_req(run.req, is_insert=False)
         self.exits[path] += 1
         self._departed(run.req.rid, path)
@@ -298,6 +313,7 @@ class Scheduler:
 
     def _finish(self, run: Running) -> int:
         self.running.remove(run)
+        run.left = FINISH
         self.cache.cache_finished_req(run.req)
         self._departed(run.req.rid, "finish")
         self.traffic.record_reply(run.request, run.generated)
@@ -307,6 +323,8 @@ class Scheduler:
     def drain(self) -> None:
         """Finish everything running and give back what waiting requests own (end of run:
         the cache should be idle, as at a server's shutdown)."""
+        if self.overlap is not None:
+            self.overlap.drain()  # the batch in flight comes back first
         for run in list(self.running):
             self._finish(run)
         if self.load.exits.on and self.support.release_waiting:

@@ -28,7 +28,9 @@ HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
 # Requests also abort, time out, fail and are retracted (scenarios.workloads.exits).
 EXITS = ["radix-exits", "mamba-exits", "swa-exits", "unified-exits", "hiradix-exits",
          "himamba-exits"]
-FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS]  # every scenario
+OVERLAP = ["radix-overlap"]  # the exit load under overlap scheduling (tests/scenarios/test_overlap)
+FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS,
+         *OVERLAP]  # every scenario
 
 
 @contextmanager
