@@ -30,9 +30,25 @@ PASSING = (PASS, SUSPICIOUS)
 FAILING = (LEAK, CRASHED, HUNG, CEILING)
 
 
-def exit_code(verdict: str) -> int:
-    """The exit code of ``leak-harness run`` for a verdict."""
-    return 0 if verdict in PASSING else 1
+# Exit codes, as CI tools use them: a regression is not a broken tool.
+EXIT_PASS, EXIT_REGRESSION, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+
+def exit_code(verdict: str, strict: bool = False) -> int:
+    """The exit code of ``leak-harness run`` or ``record`` for a verdict: 0 pass (and
+    ``suspicious`` unless ``strict``), 1 a failure of the code under test, 3 the harness
+    could not judge (``error``), 130 a run cut short (the command's own signal, when it
+    saw one, says 130 or 143)."""
+    if verdict == SUSPICIOUS:
+        return EXIT_REGRESSION if strict else EXIT_PASS
+    if verdict in PASSING:
+        return EXIT_PASS
+    if verdict == ERROR:
+        return EXIT_HARNESS
+    if verdict == INTERRUPTED:
+        return EXIT_SIGINT
+    return EXIT_REGRESSION
 
 
 def cell_correct(injected: bool, verdict: str) -> bool:

@@ -12,9 +12,10 @@ import argparse
 import inspect
 import os
 import sys
+from importlib import metadata
 from typing import NoReturn
 
-from harness.cli.base import Command
+from harness.cli.base import EXIT_CODES, Command
 from harness.cli.check import CheckCommand
 from harness.cli.compare import CompareCommand
 from harness.cli.doctor import DoctorCommand
@@ -37,6 +38,14 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+def harness_version() -> str:
+    """The installed distribution's version (a source tree without metadata: unknown)."""
+    try:
+        return metadata.version("leak-harness")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of printing usage and exiting."""
 
@@ -45,7 +54,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="leak-harness", description="Memory-leak regression harness.")
+    parser = Parser(prog="leak-harness", description="Memory-leak regression harness.",
+                    epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {harness_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS:
         doc = inspect.cleandoc(type(command).__doc__ or "")
@@ -53,6 +64,7 @@ def build_parser() -> Parser:
             command.name,
             help=doc.split("\n\n")[0].replace("\n", " "),
             description=doc,
+            epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.prepare_parser(sub)

@@ -122,3 +122,17 @@ def print_where(where: list[str], show: str, indent: str = "") -> None:
         print(f"{indent}  ({len(where) - len(shown)} less certain line"
               f"{'s' * (len(where) - len(shown) != 1)}: --where all, or the report)")
 
+
+
+EXIT_CODES = """exit codes:
+  0    pass (and suspicious, unless --strict)
+  1    a regression: leak, crashed, hung, ceiling (check: a wrong cell or a flagged
+       history row; doctor: the cache does not conform)
+  2    usage: bad input, one sentence on stderr, nothing run
+  3    the harness could not judge (error)
+  130  interrupted by Ctrl-C (143: SIGTERM)"""
+
+
+def add_strict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 on suspicious too (a trend the run could not confirm)")

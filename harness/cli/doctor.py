@@ -9,6 +9,7 @@ from harness.api import load_callable
 from harness.cli.base import check_target_spec
 from harness.errors import UsageError
 from harness.registry import load_scenario, scenario_names
+from harness.verdicts import EXIT_PASS, EXIT_REGRESSION
 
 # The checks know the cache protocol, which is the scenarios' (the harness does not
 # import that package): loaded by name, the way scenario modules are.
@@ -20,7 +21,8 @@ class DoctorCommand:
     seconds and list at once every problem: missing or failing protocol methods,
     stats() that are not numbers, books that do not balance at idle, locks held with
     nothing running. Also says which gauges it publishes, which budgets will judge
-    and which are skipped, and its ops/s. Exit 0 when it conforms, 2 otherwise.
+    and which are skipped, and its ops/s. Exit 0 when it conforms, 1 when it does not
+    (a --target that cannot be loaded is one of its problems; 2 is a bad argument).
 
     examples:
       leak-harness doctor --target examples.own_cache:make
@@ -56,4 +58,4 @@ class DoctorCommand:
                 print(f"  - {fact}")
         print("conforms: every scenario ran." if not problems
               else f"{problems} problem(s): fix them, then run the scenarios.")
-        return 0 if not problems else 2
+        return EXIT_PASS if not problems else EXIT_REGRESSION

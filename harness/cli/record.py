@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.analysis.calibration import UNCALIBRATED
 from harness.cli.base import (
+    add_strict_argument,
     add_where_argument,
     default_rundir,
     interrupts,
@@ -86,6 +87,7 @@ class RecordCommand:
         add("--no-attribution", action="store_true",
             help="no allocation windows or owner search")
         add_where_argument(parser)
+        add_strict_argument(parser)
         add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",
             help="add or override a budget, like 'heap: 5 MB/h' or 'kv_lost: <= 0' (a gauge "
                  "the program registers), or drop one: 'rss: off' (repeatable)")
@@ -117,7 +119,7 @@ class RecordCommand:
         write_index(out, processes, verdict, stopped)
         print(f"record folder: {out}")
         print(f"report: {out / RECORD_INDEX}")
-        return signals.exit_code(exit_code(verdict))
+        return signals.exit_code(exit_code(verdict, args.strict))
 
 
 def record_config(args: argparse.Namespace, name: str) -> RunConfig:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.api import Scenario
 from harness.cli.base import (
+    add_strict_argument,
     add_where_argument,
     check_target_spec,
     default_rundir,
@@ -63,7 +64,7 @@ class RunCommand:
         print_where(outcome.summary.where_it_grows(), args.where)
         print(f"run folder: {outcome.rundir}")
         print(f"report: {write_report(outcome.rundir)}")
-        return signals.exit_code(exit_code(outcome.verdict))
+        return signals.exit_code(exit_code(outcome.verdict, args.strict))
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +83,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--rss-ceiling", help="kill the run above this RSS, like 4GiB (default half the RAM)")
     add("--target", help="cache factory module:callable to test instead of the default")
     add_where_argument(parser)
+    add_strict_argument(parser)
     add("--no-attribution", action="store_true",
         help="no allocation windows or owner search (where it grows is then not named)")
     add("--budget", action="append", default=[], metavar="'METRIC: LIMIT'",

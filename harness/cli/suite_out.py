@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.history import append_suite, regressions
 from harness.runfiles.samples import short_commit
+from harness.verdicts import ERROR, EXIT_HARNESS, EXIT_PASS, EXIT_REGRESSION
 
 
 def finish_suite(
@@ -19,7 +20,7 @@ def finish_suite(
 ) -> int:
     """Write the suite report and history (rows under the commit of the code under
     test: ``target``'s repository, else the harness's); 0 when every cell is right
-    and nothing is flagged, else 1."""
+    and nothing is flagged, 3 when only cells the harness could not judge are wrong, else 1."""
     from harness.analysis.upgrade import upgrade
     from reports.history import flag_sentence, write_trend_plots
     from reports.suite import write_suite_report
@@ -38,4 +39,14 @@ def finish_suite(
     print(f"suite report: {report.index}")
     for note in notes:
         print(note)
-    return 0 if report.ok and not flagged else 1
+    return suite_exit_code(report.ok, [c.verdict for c in report.wrong], bool(flagged))
+
+
+def suite_exit_code(ok: bool, wrong_verdicts: Sequence[str], flagged: bool) -> int:
+    """0 every cell right; 3 when the only wrong cells are ``error`` (the harness could
+    not judge them: a broken tool, not a regression); else 1."""
+    if ok and not flagged:
+        return EXIT_PASS
+    if wrong_verdicts and not flagged and all(v == ERROR for v in wrong_verdicts):
+        return EXIT_HARNESS
+    return EXIT_REGRESSION

@@ -213,3 +213,28 @@ def test_where_it_grows_prints_the_three_most_certain_lines_unless_asked_for_all
     assert "    - fifth" in out and "less certain" not in out
     print_where([], "top")
     assert capsys.readouterr().out == ""
+
+
+def test_exit_codes_tell_a_regression_from_a_broken_tool() -> None:
+    from harness.cli.suite_out import suite_exit_code
+    from harness.verdicts import exit_code
+
+    assert [exit_code(v) for v in ("pass", "suspicious", "leak", "crashed", "hung", "ceiling",
+                                   "error", "interrupted")] == [0, 0, 1, 1, 1, 1, 3, 130]
+    assert exit_code("suspicious", strict=True) == 1 and exit_code("pass", strict=True) == 0
+    assert suite_exit_code(True, [], False) == 0
+    assert suite_exit_code(False, ["error", "error"], False) == 3
+    assert suite_exit_code(False, ["error", "leak"], False) == 1
+    assert suite_exit_code(True, [], True) == 1  # a flagged history row is a regression
+
+
+def test_version_and_the_exit_code_table_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("leak-harness ")
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "--strict" in out and "3    the harness could not judge (error)" in out
