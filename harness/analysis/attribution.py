@@ -21,6 +21,8 @@ names a culprit only for budgets that failed (``leak``) or nearly did
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -120,9 +122,9 @@ def where_it_grows(
 ) -> list[Finding]:
     """The findings for the failing budgets; ``rates``: judged growth per hour by series."""
     failing = {b.metric: j for b, j in zip(budgets, judgements, strict=True) if j.status in FAILING}
+    found: list[Finding] = crash_findings(run.event("crash"))
     if not failing:
-        return []
-    found: list[Finding] = []
+        return found
     if "stale_request_entries" in failing:  # a named table and exit path: the most certain
         found += stale_findings(run.notes)
     sites = growing_sites(run.alloc_windows)
@@ -161,10 +163,11 @@ def where_it_grows(
     return ranked(found)
 
 
-# Most certain first: a named table, lock or level says what is wrong by itself; a
-# cycle or a view names the attribute; a site or an owner path is one sample of the
-# growth; a native claim is what is left when nothing else explains it.
-CERTAINTY = ("table", "locks", "level", "cycles", "tensors", "resources", "shared",
+# Most certain first: a crash site, a named table or lock says what is wrong by itself;
+# a cycle or a view names the attribute, which a broken level (a gauge) does not; a
+# site or an owner path is one sample of the growth; a native claim is what is left
+# when nothing else explains it.
+CERTAINTY = ("crash", "table", "locks", "cycles", "tensors", "level", "resources", "shared",
              "python", "owner", "native", "heap")
 
 
@@ -184,6 +187,40 @@ def python_grows(budgets: Sequence[Budget], judgements: Sequence[Judgement]) -> 
             if judgement.status == "pass":
                 return False
     return None
+
+
+FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# Frames that are the harness's or the interpreter's, not the code under test.
+NOT_UNDER_TEST = ("/harness/", "/scenarios/workloads/", "/lib/python3", "<frozen ")
+
+
+def crash_findings(crash: EventLine | None) -> list[Finding]:
+    """Where the scenario raised: the innermost frame of the code under test, its caller
+    and the exception, from the worker's ``crash`` event."""
+    if crash is None or crash.get("where") == "harness":
+        return []
+    frames = [(path, int(line), func) for path, line, func
+              in FRAME.findall(str(crash.get("traceback") or ""))]
+    mine = [f for f in frames if not any(part in f[0] for part in NOT_UNDER_TEST)]
+    if not mine:
+        return []
+    site = frame_text(mine[-1])
+    caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
+    text = f"the scenario crashed at {site}{caller}: {crash.get('error', 'an error')}"
+    return [Finding("crash", "crash", text, site=site)]
+
+
+def frame_text(frame: tuple[str, int, str]) -> str:
+    path, line, func = frame
+    return f"{short_path(path)}:{line} in {func}"
+
+
+def short_path(path: str) -> str:
+    """A source path as people read it: under the current folder or a site-packages."""
+    if "/site-packages/" in path:
+        return path.rsplit("/site-packages/", 1)[1]
+    here = os.getcwd() + os.sep
+    return path[len(here):] if path.startswith(here) else "/".join(path.split("/")[-2:])
 
 
 def lock_findings(notes: Sequence[NotesLine]) -> list[Finding]:

@@ -79,10 +79,10 @@ def test_levels_and_cycles_are_named_by_what_saw_them() -> None:
     judged = [Judgement("leak", "sustained-level", "locked_while_idle held 64"),
               Judgement("leak", "confirmed-growth", "cyclic garbage 3 /kop")]
     found = where_it_grows(run, judged_on, judged, {})
-    assert [f.kind for f in found] == ["level", "cycles"]  # the more certain first
-    assert "Node.parent -> Node.prev -> (back)" in found[1].text or \
-        "Node.prev -> Node.parent -> (back)" in found[1].text
-    assert found[0].signal == "locked_while_idle"
+    assert [f.kind for f in found] == ["cycles", "level"]  # the attribute before the gauge
+    assert "Node.parent -> Node.prev -> (back)" in found[0].text or \
+        "Node.prev -> Node.parent -> (back)" in found[0].text
+    assert found[1].signal == "locked_while_idle"
 
 
 def test_owner_paths_and_tensor_views_come_from_the_owners_line() -> None:
@@ -317,3 +317,23 @@ def test_a_site_whose_objects_the_run_does_not_keep_is_turnover_not_a_leak() -> 
     few = {"tree.py:68": [{"type": "TreeNode", "made": 5, "grew": 0}]}  # too few to say
     assert [s.site for s in growing_sites([typed_window(1, 6.0, few),
                                            typed_window(2, 14.0, few)])] == ["tree.py:68"]
+
+
+def test_a_crash_is_named_at_the_innermost_frame_of_the_code_under_test() -> None:
+    from harness.analysis.attribution import crash_findings
+
+    traceback = (
+        'Traceback (most recent call last):\n'
+        '  File "/x/harness/worker/loop.py", line 40, in run\n'
+        '  File "/x/scenarios/workloads/scheduler.py", line 200, in _admit\n'
+        '  File "/x/refcache/host_backup.py", line 196, in _evict_device_tokens\n'
+        '  File "/x/refcache/himamba.py", line 192, in _evict_regular\n'
+        'AssertionError: non-leaf, x.id=70\n')
+    [crash] = crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "scenario",
+                              "error": "AssertionError: non-leaf, x.id=70",
+                              "traceback": traceback})
+    assert crash.text == ("the scenario crashed at refcache/himamba.py:192 in _evict_regular "
+                          "(called from refcache/host_backup.py:196 in _evict_device_tokens): "
+                          "AssertionError: non-leaf, x.id=70")
+    assert crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "harness",
+                           "error": "x", "traceback": traceback}) == []
