@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import threading
+from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 
 from harness.api import load_callable
@@ -48,6 +51,9 @@ class CheckCommand:
         add("--history", default="results/history.sqlite",
             help="history database to append to (default results/history.sqlite)")
         add("--no-history", action="store_true", help="do not append to the history")
+        add("--json", action="store_true",
+            help="print the suite (each cell's verdict, whether it is right, its folder) on "
+                 "stdout; the matrix and notes go to stderr")
 
     def run(self, args: argparse.Namespace) -> int:
         if args.jobs < 1:
@@ -61,12 +67,21 @@ class CheckCommand:
         if not cells:
             raise UsageError(f"no cell matches -k {args.select!r} (see 'leak-harness list').")
         cells, not_applicable = applicable_cells(cells, args.target)
-        for sentence in not_applicable:
-            print(sentence)
         out = Path(args.out)
         options = CheckOptions(out=out, duration_s=duration_s, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
+        # With --json stdout carries the suite alone; the matrix and notes go to stderr.
+        with redirect_stdout(sys.stderr) if args.json else nullcontext():
+            code, rundirs = self._run_cells(cells, options, args, not_applicable)
+        if args.json:
+            print(json.dumps(suite_json(rundirs, code), indent=2))
+        return code
+
+    def _run_cells(self, cells: list[Cell], options: CheckOptions, args: argparse.Namespace,
+                   not_applicable: list[str]) -> tuple[int, list[Path]]:
+        for sentence in not_applicable:
+            print(sentence)
         cancel = threading.Event()
         with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view:
             results = run_matrix(cells, options, view, cancel)
@@ -74,8 +89,24 @@ class CheckCommand:
             print(f"interrupted: {len(cells) - len(results)} of {len(cells)} cells were not "
                   "started; the suite report covers the others.")
         history = None if args.no_history else Path(args.history)
-        return signals.exit_code(finish_suite([r.outcome.rundir for r in results], out, history,
-                                                 args.target, not_applicable))
+        rundirs = [r.outcome.rundir for r in results]
+        code = finish_suite(rundirs, options.out, history, args.target, not_applicable)
+        return signals.exit_code(code), rundirs
+
+
+def suite_json(rundirs: list[Path], code: int) -> dict[str, object]:
+    """The suite as data: each cell's scenario, column, verdict, whether it is right,
+    when it was detected and where its folder is; the exit code."""
+    from reports.suite.report import build_cells
+
+    cells = build_cells(rundirs, {})
+    return {
+        "ok": code == 0, "exit_code": code,
+        "cells": [{"scenario": c.scenario, "column": c.column, "verdict": c.verdict,
+                   "expected": c.expected, "correct": c.correct, "detect_s": c.detect_s,
+                   "duration_s": c.duration_s, "reasons": list(c.reasons),
+                   "rundir": str(c.rundir)} for c in cells],
+    }
 
 
 def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell], list[str]]:

@@ -7,8 +7,10 @@ malformed value becomes a UsageError whose sentence names the flag.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
+from contextlib import redirect_stdout
 from pathlib import Path
 
 from harness.api import Scenario
@@ -27,6 +29,7 @@ from harness.errors import UsageError
 from harness.parent.progress import ProgressLine
 from harness.parent.runner import prepare_rundir, run
 from harness.registry import check_injections, load_scenario
+from harness.runfiles.names import REPORT_FILE, SUMMARY_FILE
 from harness.units import parse_size
 from harness.verdicts import exit_code
 from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
@@ -50,7 +53,9 @@ class RunCommand:
     def run(self, args: argparse.Namespace) -> int:
         scenario, config = config_from_args(args)
         prepare_rundir(config)  # an unwritable --out fails before anything is printed
-        line = ProgressLine(sys.stdout, scenario.name, live=sys.stdout.isatty())
+        # With --json stdout carries the summary alone; people's text goes to stderr.
+        human = sys.stderr if args.json else sys.stdout
+        line = ProgressLine(human, scenario.name, live=human.isatty())
         line.begin(config)
         cancel = threading.Event()
         try:
@@ -58,17 +63,34 @@ class RunCommand:
                 outcome = run(config, on_progress=line.update, cancel=cancel)
         finally:
             line.end()
-        print(f"{scenario.name}: {outcome.verdict}")
-        for reason in outcome.reasons:
-            print(f"  - {reason}")
-        print_where(outcome.summary.where_it_grows(), args.where)
-        print(f"run folder: {outcome.rundir}")
-        print(f"report: {write_report(outcome.rundir)}")
+        with redirect_stdout(human):
+            print(f"{scenario.name}: {outcome.verdict}")
+            for reason in outcome.reasons:
+                print(f"  - {reason}")
+            print_where(outcome.summary.where_it_grows(), args.where)
+            print(f"run folder: {outcome.rundir}")
+            print(f"report: {write_report(outcome.rundir)}")
+        if args.json:
+            print_summary_json(outcome.rundir, outcome.verdict, outcome.reasons)
         return signals.exit_code(exit_code(outcome.verdict, args.strict))
+
+
+def print_summary_json(rundir: Path, verdict: str, reasons: list[str]) -> None:
+    """The run's ``summary.json`` on stdout, with where its folder and report are (the
+    verdict and reasons alone when the summary could not be written)."""
+    path = rundir / SUMMARY_FILE
+    summary = (json.loads(path.read_text(encoding="utf-8")) if path.exists()
+               else {"verdict": verdict, "reasons": list(reasons)})
+    summary["rundir"] = str(rundir)
+    summary["report"] = str(rundir / REPORT_FILE)
+    print(json.dumps(summary, indent=2))
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
+    add("--json", action="store_true",
+        help="print the summary (summary.json, with the run folder and report) on stdout; "
+             "the human text goes to stderr")
     add("scenario", help="scenario name (see 'leak-harness list') or module:ATTR")
     add("--duration", help="how long to run, like 90s or 10m (default: the scenario's)")
     add("--ops", type=int, help="stop after this many operations")

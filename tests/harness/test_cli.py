@@ -118,6 +118,21 @@ def test_run_prints_verdict_reasons_and_folder(
     assert "\r" not in out  # quiet when stdout is not a terminal
 
 
+@pytest.mark.integration
+def test_run_json_prints_the_summary_alone_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    code = main(["run", spec("CRASHING"), "--duration", "5s", "--out", str(tmp_path / "run"),
+                 "--json"])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)  # nothing else on stdout
+    assert code == 1 and summary["verdict"] == "crashed"
+    assert summary["report"] == str(tmp_path / "run" / "report.html")
+    assert "crashing: crashed" in captured.err
+
+
 def test_reproduce_command_parses_back_to_the_same_config(tmp_path: Path) -> None:
     config = RunConfig(
         scenario=spec("LEAKY"), rundir=str(tmp_path), duration_s=90.0, max_ops=5000,

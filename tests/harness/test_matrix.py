@@ -62,6 +62,13 @@ def test_matrix_passes_fixed_catches_injected_and_stops_early(tmp_path: Path) ->
     report = write_suite_report([r.outcome.rundir for r in results], tmp_path / "suite")
     assert report.ok and report.index.exists() and report.junit.exists()
 
+    from harness.cli.check import suite_json
+
+    data = suite_json([r.outcome.rundir for r in results], 0)
+    assert data["ok"] is True and data["exit_code"] == 0
+    assert [(c["column"], c["verdict"], c["correct"]) for c in data["cells"]] == [  # type: ignore[index, union-attr]
+        ("fixed", "pass", True), ("inject:keep-chunks", "leak", True)]
+
 
 def test_cell_correctness_rules() -> None:
     fixed, injected = plan([TOGGLE])
