@@ -6,12 +6,17 @@ the reports only draw and word them."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.history import append_suite, regressions
 from harness.runfiles.samples import short_commit
 from harness.verdicts import ERROR, EXIT_HARNESS, EXIT_PASS, EXIT_REGRESSION
+
+if TYPE_CHECKING:
+    from reports.suite.model import Cell
 
 
 def finish_suite(
@@ -35,11 +40,39 @@ def finish_suite(
                      f"in {out / TRENDS_DIR}")
         notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
     report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade)
+    step_summary = os.environ.get(STEP_SUMMARY_ENV)
+    if step_summary:
+        append_step_summary(Path(step_summary), report.cells, flagged_sentences(notes))
     print(report.text)
     print(f"suite report: {report.index}")
     for note in notes:
         print(note)
     return suite_exit_code(report.ok, [c.verdict for c in report.wrong], bool(flagged))
+
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions renders this file on the run's page
+
+
+def flagged_sentences(notes: Sequence[str]) -> list[str]:
+    return [n for n in notes if n.startswith("REGRESSION: ")]
+
+
+def append_step_summary(path: Path, cells: Sequence[Cell], flagged: Sequence[str]) -> None:
+    """The matrix as a Markdown table on the CI run's page (GitHub's job summary); a
+    file that cannot be written is said in one sentence and the suite goes on."""
+    wrong = sum(not c.correct for c in cells)
+    lines = [f"### leak-harness: {len(cells) - wrong} of {len(cells)} cells right", "",
+             "| scenario | cell | verdict | right | detected at |", "|---|---|---|---|---|"]
+    for c in cells:
+        detect = f"{c.detect_s:.1f} s" if c.detect_s is not None else "-"
+        lines.append(f"| {c.scenario} | {c.name} | {c.verdict} | "
+                     f"{'yes' if c.correct else '**no**'} | {detect} |")
+    lines += ["", *(f"- {sentence}" for sentence in flagged), ""]
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        print(f"leak-harness: could not append the job summary to {path}: {exc.strerror}.")
 
 
 def suite_exit_code(ok: bool, wrong_verdicts: Sequence[str], flagged: bool) -> int:

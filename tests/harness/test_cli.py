@@ -253,3 +253,20 @@ def test_version_and_the_exit_code_table_are_in_the_help(capsys: pytest.CaptureF
         main(["run", "--help"])
     out = capsys.readouterr().out
     assert "--strict" in out and "3    the harness could not judge (error)" in out
+
+
+def test_the_job_summary_is_a_markdown_table_appended_to_the_file(tmp_path: Path) -> None:
+    from harness.cli.suite_out import append_step_summary
+    from reports.suite.model import Cell
+
+    cells = [Cell("radix-steady", "fixed", "pass", "pass", tmp_path, 20.0, None, ()),
+             Cell("mamba-lru", "inject:mamba-lru-unlink", "pass", "fail", tmp_path, 20.0,
+                  None, ())]
+    path = tmp_path / "summary.md"
+    path.write_text("earlier step\n", encoding="utf-8")
+    append_step_summary(path, cells, ["REGRESSION: radix-steady[fixed] heap grew"])
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n### leak-harness: 1 of 2 cells right")
+    assert "| mamba-lru | inject:mamba-lru-unlink | pass | **no** | - |" in text
+    assert "- REGRESSION: radix-steady[fixed] heap grew" in text
+    append_step_summary(tmp_path / "no-such-dir" / "x.md", cells, [])  # one sentence, no raise
