@@ -13,7 +13,8 @@ import inspect
 import os
 import sys
 from importlib import metadata
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from harness.cli.base import EXIT_CODES, Command
 from harness.cli.check import CheckCommand
@@ -21,6 +22,7 @@ from harness.cli.compare import CompareCommand
 from harness.cli.doctor import DoctorCommand
 from harness.cli.history import HistoryCommand
 from harness.cli.list import ListCommand
+from harness.cli.project_config import load_defaults
 from harness.cli.record import RecordCommand
 from harness.cli.report import ReportCommand
 from harness.cli.run import RunCommand
@@ -53,7 +55,8 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help').")
 
 
-def build_parser() -> Parser:
+def build_parser(defaults: dict[str, dict[str, Any]] | None = None) -> Parser:
+    """The CLI; ``defaults``: per command, option defaults from the project's table."""
     parser = Parser(prog="leak-harness", description="Memory-leak regression harness.",
                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {harness_version()}")
@@ -68,7 +71,7 @@ def build_parser() -> Parser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.prepare_parser(sub)
-        sub.set_defaults(handler=command.run)
+        sub.set_defaults(handler=command.run, **(defaults or {}).get(command.name, {}))
     return parser
 
 
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
-        args = build_parser().parse_args(attach_negative_values(
+        args = build_parser(load_defaults(Path.cwd())).parse_args(attach_negative_values(
             sys.argv[1:] if argv is None else argv))
         code: int = args.handler(args)
         return code

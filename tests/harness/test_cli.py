@@ -270,3 +270,28 @@ def test_the_job_summary_is_a_markdown_table_appended_to_the_file(tmp_path: Path
     assert "| mamba-lru | inject:mamba-lru-unlink | pass | **no** | - |" in text
     assert "- REGRESSION: radix-steady[fixed] heap grew" in text
     append_step_summary(tmp_path / "no-such-dir" / "x.md", cells, [])  # one sentence, no raise
+
+
+def test_the_projects_table_gives_defaults_and_the_command_line_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli.project_config import load_defaults
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.leak-harness]\njobs = 2\nseed = 7\n'
+        'budgets = ["heap: 5 MB/h"]\nout = "ci/check"\n', encoding="utf-8")
+    defaults = load_defaults(tmp_path)
+    args = build_parser(defaults).parse_args(["check"])
+    assert (args.jobs, args.seed, args.out, args.budget) == (2, 7, "ci/check", ["heap: 5 MB/h"])
+    args = build_parser(defaults).parse_args(["check", "-j", "1", "--budget", "rss: off"])
+    assert args.jobs == 1 and args.budget == ["heap: 5 MB/h", "rss: off"]
+    assert build_parser(defaults).parse_args(["run", "radix-steady"]).seed == 7
+    (tmp_path / "pyproject.toml").write_text('[tool.leak-harness]\njob = 2\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert "[tool.leak-harness] has no key 'job'. Did you mean 'jobs'?" in err
+    (tmp_path / "pyproject.toml").write_text('[tool.leak-harness]\njobs = "2"\n',
+                                             encoding="utf-8")
+    assert main(["list"]) == 2
+    assert "jobs must be an integer, not '2'" in capsys.readouterr().err

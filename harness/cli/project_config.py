@@ -1,0 +1,76 @@
+"""Defaults from the project's ``pyproject.toml``, table ``[tool.leak-harness]``.
+
+A team that runs the harness in CI keeps its target, budgets and folders in one
+place, as pytest and ruff read theirs::
+
+    [tool.leak-harness]
+    target = "mypkg.cache:make"
+    budgets = ["heap: 5 MB/h", "kv_lost: <= 0"]
+    seed = 0
+    jobs = 2                       # check
+    duration = "30s"               # run and check
+    out = "results/check"          # check's folder for run folders and the index
+    history = "results/history.sqlite"   # check and report
+
+The file is the one in the current folder. Each key becomes the default of the
+commands that take that option; the command line wins (``--budget`` adds to the
+table's budgets, and a later budget on the same metric replaces an earlier one).
+A key the table does not know, or a value of the wrong type, is one sentence and
+exit 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+PYPROJECT = "pyproject.toml"
+TABLE = "leak-harness"
+# key -> (argparse dest, the commands it applies to, the type it must have)
+KEYS: dict[str, tuple[str, tuple[str, ...], type]] = {
+    "target": ("target", ("run", "check", "doctor"), str),
+    "budgets": ("budget", ("run", "check", "record"), list),
+    "seed": ("seed", ("run", "check"), int),
+    "jobs": ("jobs", ("check",), int),
+    "duration": ("duration", ("run", "check"), str),
+    "out": ("out", ("check",), str),
+    "history": ("history", ("check", "report"), str),
+}
+
+
+def load_defaults(folder: Path) -> dict[str, dict[str, Any]]:
+    """The table's values as argparse defaults, by command (empty without a table)."""
+    table = read_table(folder / PYPROJECT)
+    defaults: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, list(KEYS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"{PYPROJECT}: [tool.{TABLE}] has no key {key!r}.{hint} "
+                             f"Known: {', '.join(KEYS)}.")
+        dest, commands, kind = KEYS[key]
+        if not isinstance(value, kind) or isinstance(value, bool) or (
+                kind is list and not all(isinstance(v, str) for v in value)):
+            shape = {list: "a list of strings", int: "an integer", str: "a string"}[kind]
+            raise UsageError(f"{PYPROJECT}: [tool.{TABLE}] {key} must be {shape}, "
+                             f"not {value!r}.")
+        for command in commands:
+            defaults.setdefault(command, {})[dest] = list(value) if kind is list else value
+    return defaults
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it as TOML ({exc}).") from None
+    table = data.get("tool", {}).get(TABLE, {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.{TABLE}] must be a table.")
+    return table
