@@ -272,7 +272,8 @@ class Plan:
                 record["agree"] = agree
                 if best is not None and best.path is not None and agree * 2 <= len(found):
                     # no majority: no path, but what the holders said, for people to weigh
-                    others.insert(0, {"path": best.path, "root": best.root, "agree": agree})
+                    others.insert(0, {"path": best.path, "root": best.root, "agree": agree,
+                                      "holds": best.holds or 0})
                     best = Found(None, None, None, (
                         f"the newest holders disagree: {agree} of {len(found)} paths alike"
                     ))
