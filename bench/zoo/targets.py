@@ -65,7 +65,7 @@ ZOO: tuple[ZooTarget, ...] = (
     ZooTarget("native_malloc", "native malloc", "extend_request", True, 200 * MB,
               culprit=("native memory",)),
     ZooTarget("evicted_cycles", "cycles of evicted nodes", "evict", True, 500 * MB,
-              culprit=("EvictRecord",)),
+              culprit=("EvictRecord", "python_leaks.py")),
     ZooTarget("lock_leak", "lock leak", "dec_lock_ref", True, 120_000, unit="tok",
               culprit=("nodes stay locked",)),
     ZooTarget("idle_leak", "idle-only leak", "check_hicache_events", True, 200 * MB,

@@ -140,7 +140,9 @@ def where_it_grows(
         # whatever a window saw growing was replaced, not kept.
         if python is not False:
             found += [site_finding(s) for s in sites]
-        if "heap" in failing:
+        # Native memory only on a confirmed heap leak: a suspicious heap (a sawtooth whose
+        # last tooth the run ended in) is too weak to send anyone to native stacks.
+        if "heap" in failing and failing["heap"].status == "leak":
             limit = next((b.limit for b in budgets if b.metric == "heap" and b.kind == "rate"
                           and b.per == "h"), None)
             found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows),
@@ -530,8 +532,7 @@ def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
                 # structure's turnover (a tree's nodes, each holding one key), found
                 # because the type grew elsewhere. (A holder of untracked objects that
                 # gained them is its own evidence.)
-                if not path or (holds is not None and entry.get("holder") != "one"
-                                and 2 * holds < int(entry.get("grew") or 0)):
+                if not path or not keeps_growth(entry, holds):
                     continue
                 path = shorter(str(path))
                 if through_driver(path) or not names_a_holder(path, str(entry["type"])):
@@ -540,6 +541,20 @@ def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
                 text = f"{entry['type']} (+{entry.get('grew')}{share}) is held by {path}"
                 found.append(Finding("owner", "objects", text, owner=str(path)))
     return found
+
+
+def keeps_growth(entry: OwnerPath, holds: int | None) -> bool:
+    """Whether the path's holding container is big enough to keep the type's growth.
+
+    Half the growth for a tracked type (the rest grew elsewhere, or is noise); all
+    of it for untracked objects held one each (the holders' container must keep them
+    all, else the holders are a structure's turnover: a tree's nodes, a key each);
+    a holder of untracked objects that gained them is its own evidence.
+    """
+    if holds is None or entry.get("holder") == "one":
+        return True
+    grew = int(entry.get("grew") or 0)
+    return holds >= grew if entry.get("holder") == "each" else 2 * holds >= grew
 
 
 def tensor_findings(owners: Sequence[OwnersLine]) -> list[Finding]:
