@@ -165,12 +165,14 @@ def where_it_grows(
     return ranked(found)
 
 
-# Most certain first: a crash site, a named table or lock says what is wrong by itself;
+# Most certain first: a crash site, a named table or lock says what is wrong by itself
+# (a crash in the workload's end-of-run check, "closing", is a consequence: after the
+# books that showed the leak while it ran);
 # a cycle or a view names the attribute, which a broken level (a gauge) does not; a
 # site or an owner path is one sample of the growth; a native claim is what is left
 # when nothing else explains it.
-CERTAINTY = ("crash", "table", "locks", "cycles", "tensors", "level", "resources", "shared",
-             "python", "owner", "native", "heap")
+CERTAINTY = ("crash", "table", "locks", "cycles", "tensors", "level", "closing", "resources",
+             "shared", "python", "owner", "native", "heap")
 
 
 def ranked(found: Sequence[Finding]) -> list[Finding]:
@@ -208,7 +210,11 @@ def crash_findings(crash: EventLine | None) -> list[Finding]:
         return []
     site = frame_text(mine[-1])
     caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
-    text = f"the scenario crashed at {site}{caller}: {crash.get('error', 'an error')}"
+    error = crash.get("error", "an error")
+    if crash.get("where") == "close":  # the workload's own check once the loop was over
+        text = f"the end-of-run check failed at {site}{caller}: {error}"
+        return [Finding("closing", "crash", text, site=site)]
+    text = f"the scenario crashed at {site}{caller}: {error}"
     return [Finding("crash", "crash", text, site=site)]
 
 

@@ -337,3 +337,7 @@ def test_a_crash_is_named_at_the_innermost_frame_of_the_code_under_test() -> Non
                           "AssertionError: non-leaf, x.id=70")
     assert crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "harness",
                            "error": "x", "traceback": traceback}) == []
+    [closing] = crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "close",
+                                "error": "AssertionError: non-leaf, x.id=70",
+                                "traceback": traceback})
+    assert closing.kind == "closing" and closing.text.startswith("the end-of-run check failed at")
