@@ -157,9 +157,9 @@ def innocent_lines(target: ZooTarget, where: list[str]) -> list[str]:
     wrong = []
     for line in where:
         names_culprit = any(word in line for word in target.culprit)
-        if any(words in line for words in SITE_OR_OWNER) and not names_culprit:
-            wrong.append(line)
-        elif line.startswith("native memory grows") and target.kind in PYTHON_KINDS:
+        wrong_lead = any(words in line for words in SITE_OR_OWNER) and not names_culprit
+        false_native = line.startswith("native memory grows") and target.kind in PYTHON_KINDS
+        if wrong_lead or false_native:
             wrong.append(line)
     return wrong
 

@@ -38,6 +38,7 @@ from harness.runfiles.records import (
     NativeLine,
     NativeSite,
     NotesLine,
+    OwnerPath,
     OwnersLine,
     ResourceGroup,
     TensorView,

@@ -53,14 +53,20 @@ def load_defaults(folder: Path) -> dict[str, dict[str, Any]]:
             raise UsageError(f"{PYPROJECT}: [tool.{TABLE}] has no key {key!r}.{hint} "
                              f"Known: {', '.join(KEYS)}.")
         dest, commands, kind = KEYS[key]
-        if not isinstance(value, kind) or isinstance(value, bool) or (
-                kind is list and not all(isinstance(v, str) for v in value)):
+        if not of_kind(value, kind):
             shape = {list: "a list of strings", int: "an integer", str: "a string"}[kind]
             raise UsageError(f"{PYPROJECT}: [tool.{TABLE}] {key} must be {shape}, "
                              f"not {value!r}.")
         for command in commands:
             defaults.setdefault(command, {})[dest] = list(value) if kind is list else value
     return defaults
+
+
+def of_kind(value: Any, kind: type) -> bool:
+    """``value`` is of ``kind`` (a bool is no integer; a list holds strings only)."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    return not isinstance(value, list) or all(isinstance(v, str) for v in value)
 
 
 def read_table(path: Path) -> dict[str, Any]:

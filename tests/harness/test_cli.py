@@ -243,7 +243,9 @@ def test_exit_codes_tell_a_regression_from_a_broken_tool() -> None:
     assert suite_exit_code(True, [], True) == 1  # a flagged history row is a regression
 
 
-def test_version_and_the_exit_code_table_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+def test_version_and_the_exit_code_table_are_in_the_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from harness.cli import main
 
     with pytest.raises(SystemExit) as done:

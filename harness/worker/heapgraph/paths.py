@@ -48,7 +48,7 @@ def holding_container(nodes: Sequence[object]) -> int:
         return 0
     before, holder = nodes[-3], nodes[-2]
     if isinstance(holder, CONTAINERS) and not _is_namespace(before, holder):
-        return len(holder)  # type: ignore[arg-type]
+        return len(holder)
     return 0
 
 

@@ -286,16 +286,14 @@ class Plan:
                 why = "no sample found" if entry.tracked else "no tracked object holds them"
             if why is not None:
                 tail["why"] = why
-        owner: OwnerPath = {
+        held: _Holds = {} if best is None or best.holds is None else {"holds": best.holds}
+        return {
             **head, **record,
             "path": best.path if best is not None else None,
             "root": best.root if best is not None else None,
             "depth": best.depth if best is not None else None,
-            **tail,
+            **tail, **held,
         }
-        if best is not None and best.holds is not None:
-            owner["holds"] = best.holds
-        return owner
 
     def _view_entry(self, view: TensorView, target: int) -> TensorView:
         found = self._found.get(target)
@@ -326,6 +324,10 @@ class _Votes(TypedDict):
     sampled: NotRequired[int]
     agree: NotRequired[int]
     others: NotRequired[list[OtherPath]]
+
+
+class _Holds(TypedDict):
+    holds: NotRequired[int]  # entries of the container holding the object
 
 
 class _Why(TypedDict):
