@@ -22,9 +22,9 @@ def trend_line(trend: Trend) -> str:
 
 
 class HistoryCommand:
-    """Print each scenario's recent growth per hour, draw one trend plot per scenario,
-    and flag a scenario whose latest growth left the band of its own run-to-run noise
-    (exit 1 when one is flagged).
+    """Print each scenario's recent growth per hour and flag a scenario whose latest
+    growth left the band of its own run-to-run noise (exit 1 when one is flagged);
+    with --plots, also draw one trend plot per scenario into that folder.
 
     example:
       leak-harness history --db results/history.sqlite --nights 30 --plots results/trends
@@ -37,8 +37,8 @@ class HistoryCommand:
                             help="history database (default results/history.sqlite)")
         parser.add_argument("--scenario", help="only this scenario")
         parser.add_argument("--nights", type=int, default=14, help="recent runs to show (14)")
-        parser.add_argument("--plots", type=Path, default=Path("results/trends"),
-                            help="folder for the trend plots")
+        parser.add_argument("--plots", type=Path, default=None,
+                            help="draw the trend plots into this folder (default: none)")
 
     def run(self, args: argparse.Namespace) -> int:
         from reports.history import flag_sentence, write_trend_plots
@@ -49,8 +49,9 @@ class HistoryCommand:
             raise UsageError(f"no history at {args.db}: run 'leak-harness check' first.")
         for trend in trends(args.db, args.scenario, args.nights):
             print(trend_line(trend))
-        plots = write_trend_plots(args.db, args.plots, args.nights)
-        print(f"{len(plots)} trend plots in {args.plots}")
+        if args.plots is not None:  # reading the history writes nothing unless asked
+            plots = write_trend_plots(args.db, args.plots, args.nights)
+            print(f"{len(plots)} trend plots in {args.plots}")
         flags = regressions(args.db, args.scenario)
         for flag in flags:
             print(f"REGRESSION: {flag_sentence(flag)}")

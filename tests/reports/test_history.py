@@ -125,3 +125,18 @@ def test_a_file_that_is_not_a_database_is_a_sentence(tmp_path: Path) -> None:
     db.write_text("not sqlite" * 100)
     with pytest.raises(UsageError, match="not a history database"):
         trends(db)
+
+
+def test_the_history_command_writes_plots_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli import main
+
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path / "runs", [5 * MB] * 4)
+    monkeypatch.chdir(tmp_path)
+    assert main(["history", "--db", str(db)]) == 0
+    assert "radix[fixed]: 4 runs" in capsys.readouterr().out
+    assert not (tmp_path / "results").exists()  # reading the history wrote nothing
+    assert main(["history", "--db", str(db), "--plots", "trends"]) == 0
+    assert (tmp_path / "trends" / "trend-radix.png").exists()
