@@ -360,18 +360,19 @@ def report_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
 
 
 def culprit_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
-    """Issue 13's: each leak kind's culprit named in 9 of 10 seeds; non-leaks blame nothing."""
-    leaks = [r for r in rows if r["leaks"]]
-    if leaks:
-        named: dict[str, list[bool]] = {}
-        for r in leaks:
-            named.setdefault(r["target"], []).append(r["culprit"] == "yes")
-        worst = min(named, key=lambda t: sum(named[t]) / len(named[t]))
-        share = sum(named[worst]) / len(named[worst])
-        rec.target("every leak kind's culprit named in >= 9 of 10 runs", share >= 0.9,
-                   f"worst {worst}: {sum(named[worst])} of {len(named[worst])}",
-                   why=f"{worst} named in {share:.0%} of its runs")
-    precision_targets(rec, rows)
+    """Issue 13's: each leak kind's culprit named in 9 of 10 seeds; non-leaks blame nothing.
+    Issue 32's: the culprit on the first line as often, and no innocent line anywhere."""
+    worst_kind(rec, rows, "culprit", "every leak kind's culprit named in >= 9 of 10 runs",
+               "named")
+    worst_kind(rec, rows, "first",
+               "every leak kind's culprit on the first line in >= 9 of 10 runs", "first")
+    counted = [r for r in rows if "innocent" in r]
+    if counted:
+        total = sum(int(r["innocent"]) for r in counted)
+        where = sorted({r["target"] for r in counted if r["innocent"]})
+        rec.target("no innocent line in leaking or non-leak runs", total == 0,
+                   f"{total} innocent lines in {len(counted)} runs",
+                   why=f"innocent lines on {', '.join(where)}")
     calm = [r for r in rows if not r["leaks"]]
     if calm:
         blamed = sorted({r["target"] for r in calm if r["culprit"] == "blamed"})
@@ -381,26 +382,19 @@ def culprit_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
                    why=f"blamed on {', '.join(blamed)}")
 
 
-def precision_targets(rec: Record, rows: list[dict[str, Any]]) -> None:
-    """Issue 32's: the culprit on the first line in >= 9 of 10 seeds per kind, and no
-    innocent line (a wrong site or owner, a native claim on a Python leak) anywhere."""
-    leaks = [r for r in rows if r["leaks"] and "first" in r]
-    if leaks:
-        first: dict[str, list[bool]] = {}
-        for r in leaks:
-            first.setdefault(r["target"], []).append(r["first"] == "yes")
-        worst = min(first, key=lambda t: sum(first[t]) / len(first[t]))
-        share = sum(first[worst]) / len(first[worst])
-        rec.target("every leak kind's culprit on the first line in >= 9 of 10 runs",
-                   share >= 0.9, f"worst {worst}: {sum(first[worst])} of {len(first[worst])}",
-                   why=f"{worst} first in {share:.0%} of its runs")
-    counted = [r for r in rows if "innocent" in r]
-    if counted:
-        total = sum(int(r["innocent"]) for r in counted)
-        where = sorted({r["target"] for r in counted if r["innocent"]})
-        rec.target("no innocent line in leaking or non-leak runs", total == 0,
-                   f"{total} innocent lines in {len(counted)} runs",
-                   why=f"innocent lines on {', '.join(where)}")
+def worst_kind(rec: Record, rows: list[dict[str, Any]], field: str, target: str,
+               verb: str) -> None:
+    """The leak kind whose runs said ``yes`` in ``field`` least often, against 90%."""
+    said: dict[str, list[bool]] = {}
+    for r in rows:
+        if r["leaks"] and field in r:
+            said.setdefault(r["target"], []).append(r[field] == "yes")
+    if not said:
+        return
+    worst = min(said, key=lambda t: sum(said[t]) / len(said[t]))
+    share = sum(said[worst]) / len(said[worst])
+    rec.target(target, share >= 0.9, f"worst {worst}: {sum(said[worst])} of {len(said[worst])}",
+               why=f"{worst} {verb} in {share:.0%} of its runs")
 
 
 def detect_summary(rec: Record, rows: list[dict[str, Any]]) -> None:

@@ -415,15 +415,7 @@ def native_on_memray_word(heap_per_h: float, windows: Sequence[NativeLine]) -> l
 
 def native_seen(windows: Sequence[NativeLine]) -> float:
     """Bytes per hour the native window saw kept outside Python's allocator and the driver."""
-    if not windows:
-        return 0.0
-    window = windows[-1]
-    span = float(window["t"]) - float(window["from_t"])
-    if span <= 0:
-        return 0.0
-    kept = sum(s["bytes"] for s in window.get("sites") or []
-               if s["bytes"] > 0 and not through_python_allocator(s) and not from_driver(s))
-    return float(kept) * 3600.0 / span
+    return native_window_rate(windows, through_python=False)
 
 
 def python_seen_natively(windows: Sequence[NativeLine]) -> float:
@@ -433,6 +425,12 @@ def python_seen_natively(windows: Sequence[NativeLine]) -> float:
     memray sees the heap's growth there, the growth is Python's, however little
     of it the (slower, sampled) allocation windows caught. Zero without a window.
     """
+    return native_window_rate(windows, through_python=True)
+
+
+def native_window_rate(windows: Sequence[NativeLine], through_python: bool) -> float:
+    """Bytes per hour the last native window saw still held, through Python's allocator
+    or outside it, the scenario driver's sites left out; zero without a window."""
     if not windows:
         return 0.0
     window = windows[-1]
@@ -440,7 +438,8 @@ def python_seen_natively(windows: Sequence[NativeLine]) -> float:
     if span <= 0:
         return 0.0
     kept = sum(s["bytes"] for s in window.get("sites") or []
-               if through_python_allocator(s) and not from_driver(s))
+               if s["bytes"] > 0 and through_python_allocator(s) == through_python
+               and not from_driver(s))
     return float(kept) * 3600.0 / span
 
 
