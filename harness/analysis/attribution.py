@@ -268,6 +268,7 @@ def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
     if not complete:
         return []
     seen: dict[str, list[tuple[float, float | None, tuple[str, ...], float | None]]] = {}
+    more_blocks: set[str] = set()  # sites that kept more blocks, not only bigger ones
     for window in complete:
         span = float(window["t"]) - float(window["from_t"])
         ops = float(window.get("ops", 0))
@@ -277,6 +278,8 @@ def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
             per_kop = entry["bytes"] / ops * 1000.0 if ops > 0 else None
             count = entry.get("count") or 0
             size = entry["bytes"] / count if count > 0 else None
+            if count > 0:
+                more_blocks.add(entry["site"])
             seen.setdefault(entry["site"], []).append(
                 (entry["bytes"] / span * 3600.0, per_kop, tuple(entry.get("stack", ())), size)
             )
@@ -286,6 +289,9 @@ def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
              _median([r[3] for r in rates]), kept_of(complete, site))
         for site, rates in seen.items()
         if len(rates) == len(complete) and not site.startswith(DRIVER_SITES)
+        # Bytes without blocks: what the site made died within the window and a
+        # block it resized (an index tensor replaced by a longer one) was bigger.
+        and site in more_blocks
     ]
     sites = [s for s in sites if s.kept is None or s.kept.share >= TURNOVER_SHARE]
     total = sum(s.per_h for s in sites)

@@ -37,6 +37,13 @@ def test_a_site_must_grow_in_every_window_to_be_named() -> None:
     assert sites[0].per_kop == 110_000
 
 
+def test_a_site_that_kept_only_bigger_blocks_is_not_named() -> None:
+    windows = [window(i, 6.0 * i, {"cache.py:40": 10_000, "radix.py:136": 5_504}) for i in (1, 2)]
+    for w in windows:  # every tensor it made died; the one it resized grew
+        w["sites"][1]["count"] = 0
+    assert [s.site for s in growing_sites(windows)] == ["cache.py:40"]
+
+
 def test_heap_growth_python_does_not_explain_is_called_native() -> None:
     large = [window(1, 6.0, {"cache.py:40": 50_000}, 4096),
              window(2, 14.0, {"cache.py:40": 60_000}, 4096)]  # malloc-sized: in the heap
