@@ -33,7 +33,14 @@ from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import CENSUS_SUSTAIN, SUSTAIN, Level, level
 from harness.analysis.trend import Trend, growth
 from harness.analysis.verdict import Allowance, Judgement, judge_level, judge_rate, no_data
-from harness.analysis.windows import attribution_windows, bridged, held_back, traced_bytes, without
+from harness.analysis.windows import (
+    attribution_windows,
+    bridged,
+    held_back,
+    residues_taken_off,
+    traced_bytes,
+    without,
+)
 from harness.basis import BASIS_WORDS
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData, Series, ops_series, workload_end
@@ -272,6 +279,10 @@ class RunView:
                 "step": {"at_s": step.at_s, "height": step.height} if step else None,
                 "fit": fit.to_json(),
             }
+            raw = {"rss": self.run.rss, "uss": self.run.uss, **self.run.memory}.get(name)
+            if name in MEMORY_SERIES and raw is not None:
+                found[name]["taken_off"] = residues_taken_off(raw, self.series[name],
+                                                              self.traced)
         return found
 
 

@@ -35,20 +35,8 @@ Span = tuple[float, float]
 
 
 def attribution_windows(run: RunData) -> list[Span]:
-    """The (start, end) of every allocation window, from its ``attribution`` events.
-
-    A window the run cut short has no end event: it lasts to the end of the run.
-    """
-    starts: dict[int, float] = {}
-    spans = []
-    for event in run.events:
-        if event.get("name") != "attribution":
-            continue
-        if event.get("phase") == "start":
-            starts[int(event["window"])] = float(event["t"])
-        elif int(event.get("window", -1)) in starts:
-            spans.append((starts.pop(int(event["window"])), float(event["t"])))
-    return spans + [(start, math.inf) for start in starts.values()]
+    """The (start, end) of every allocation window (:meth:`RunData.traced_spans`)."""
+    return run.traced_spans()
 
 
 def traced_bytes(run: RunData) -> dict[float, float]:
@@ -117,6 +105,24 @@ def bridged(
         if residue <= limits.get(start, math.inf):
             v[kept.t > end] -= max(residue, 0.0)
     return Series(kept.t, v, kept.unit)
+
+
+def residues_taken_off(raw: Series, judged: Series, windows: Sequence[Span]) -> list[list[float]]:
+    """``[end_s, amount]`` per window whose residue :func:`bridged` took off ``raw``'s
+    later samples to make ``judged``: a report draws the series as it was judged."""
+    kept = without(raw, windows)
+    if kept.t.size != judged.t.size or not kept.t.size:
+        return []
+    offset = kept.v - judged.v
+    found = []
+    for _, end in sorted(w for w in windows if math.isfinite(w[1])):
+        after = np.flatnonzero(kept.t > end)
+        before = np.flatnonzero(kept.t <= end)
+        if after.size and before.size:
+            amount = float(offset[after[0]] - offset[before[-1]])
+            if amount > 0:
+                found.append([end, amount])
+    return found
 
 
 def _side(v: np.ndarray, stretch: np.ndarray, nearest: np.ndarray) -> np.ndarray:

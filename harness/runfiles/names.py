@@ -21,10 +21,12 @@ REFUSED_FILE = "refused.txt"
 WORKER_LOG = "worker.log"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+JUDGED_PLOT = "judged.png"  # the failing budgets' series, drawn first
 RSS_PLOT = "rss.png"
 GC_PLOT = "gc.png"
 GARBAGE_PLOT = "garbage.png"
 GAUGES_PLOT = "gauges.png"
+SUITE_INDEX = "index.html"  # a suite's page, two folders above each of its cells
 # A recording (``leak-harness record``): one folder per recorded process inside it.
 PROGRAM_LOG = "program.log"  # the program's own output, as it printed it
 PROCESS_PREFIX = "proc-"  # proc-<pid>/: a run folder as above

@@ -80,6 +80,23 @@ class RunData:
         found = [e for e in self.events if e.get("name") == name]
         return found[-1] if found else None
 
+    def traced_spans(self) -> list[tuple[float, float]]:
+        """The (start, end) of every allocation window, from its ``attribution`` events;
+        a window the run cut short has no end event: it lasts to the end of the run.
+
+        Its samples describe tracemalloc's cost, not the program: the analysis drops
+        them from every judged rate, and the report shades them."""
+        starts: dict[int, float] = {}
+        spans = []
+        for event in self.events:
+            if event.get("name") != "attribution":
+                continue
+            if event.get("phase") == "start":
+                starts[int(event["window"])] = float(event["t"])
+            elif int(event.get("window", -1)) in starts:
+                spans.append((starts.pop(int(event["window"])), float(event["t"])))
+        return spans + [(start, math.inf) for start in starts.values()]
+
     @property
     def data_end_s(self) -> float:
         """Where an analysis of the samples so far would end (see :func:`workload_end`).

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,8 @@ def environment(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> dict[st
         "pid": os.getpid(),
         "git_commit": commit_under_test(config.get("target")),  # the code under test
         "harness_commit": git_commit(),
+        "host": platform.node(),
+        "started_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
 
 

@@ -40,7 +40,8 @@ code, pre { font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 10px; white-space: pre-wrap;
       word-break: break-all; }
 img { max-width: 100%; border: 1px solid #d0d7de; margin: 6px 0; }
-ul.reasons li { margin: 3px 0; } .muted { color: #57606a; }
+ul.reasons li { margin: 3px 0; } ul.headline { font-size: 16px; padding-left: 20px; }
+ul.headline li { margin: 4px 0; } .muted { color: #57606a; }
 details summary { cursor: pointer; color: #0969da; margin: 4px 0; }
 """
 
@@ -114,4 +115,10 @@ def image(src: str, alt: str) -> str:
 def bullet_list(items: Iterable[str], css: str = "") -> str:
     """A list of plain-text items (escaped here)."""
     inner = "".join(f"<li>{esc(item)}</li>" for item in items)
+    return f'<ul class="{css}">{inner}</ul>' if css else f"<ul>{inner}</ul>"
+
+
+def html_list(items: Iterable[str], css: str = "") -> str:
+    """A list of items that are HTML already (escaped by the caller)."""
+    inner = "".join(f"<li>{item}</li>" for item in items)
     return f'<ul class="{css}">{inner}</ul>' if css else f"<ul>{inner}</ul>"

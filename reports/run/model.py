@@ -15,13 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from harness.runfiles.facts import column
-from harness.runfiles.names import CONFIG_FILE, STACKS_FILE, TRACEBACK_FILE, WORKER_LOG
+from harness.runfiles.names import (
+    CONFIG_FILE,
+    STACKS_FILE,
+    SUITE_INDEX,
+    TRACEBACK_FILE,
+    WORKER_LOG,
+)
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
 from reports.render.fitline import FitLine, stored_fit
 from reports.render.numbers import value_cells
+from reports.run.judged import JudgedBudget, judged_budgets
 
-ENV_KEYS = ("python", "implementation", "platform", "torch", "cpu_count", "git_commit")
+ENV_KEYS = ("started_utc", "host", "python", "implementation", "platform", "torch", "cpu_count",
+            "git_commit")
 # Files a run folder may hold besides the two result files, worth a link.
 SIDE_FILES = (TRACEBACK_FILE, STACKS_FILE, WORKER_LOG, CONFIG_FILE)
 
@@ -67,6 +75,9 @@ class RunModel:
     garbage_types: list[GarbageRow] = field(default_factory=list)
     environment: list[tuple[str, str]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    judged: list[JudgedBudget] = field(default_factory=list)
+    traceback: str = ""  # the crash's, as the worker wrote it
+    index_href: str | None = None  # the suite's index, for a run that is a suite's cell
 
     @property
     def title(self) -> str:
@@ -79,6 +90,9 @@ def build_run_model(
     """Everything the run report shows; ``run`` is None when the samples could not be read."""
     model = RunModel(rundir, summary, run, load_error, metrics=metric_rows(summary.metrics))
     model.files = [name for name in SIDE_FILES if (rundir / name).exists()]
+    model.judged = judged_budgets(summary)
+    model.traceback = read_traceback(rundir)
+    model.index_href = suite_index(rundir, summary)
     if run is None:
         return model
     model.warmup_s = warmup_of(run)
@@ -89,6 +103,20 @@ def build_run_model(
     model.garbage_types = garbage_rows(summary)
     model.environment = environment_rows(run.header)
     return model
+
+
+def read_traceback(rundir: Path) -> str:
+    """The crash traceback the worker wrote, or "" (no crash, or unreadable)."""
+    try:
+        return (rundir / TRACEBACK_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def suite_index(rundir: Path, summary: Summary) -> str | None:
+    """``../../index.html`` when the run folder is a suite's cell (``<out>/<scenario>/<column>``,
+    where the suite writes its index when every cell is done), else None."""
+    return f"../../{SUITE_INDEX}" if rundir.resolve().parent.name == summary.scenario else None
 
 
 def warmup_of(run: RunData) -> float | None:

@@ -17,6 +17,7 @@ from reports.render.html import (
     badge,
     bullet_list,
     esc,
+    html_list,
     image,
     link,
     page,
@@ -26,11 +27,13 @@ from reports.render.html import (
     table,
 )
 from reports.render.numbers import format_seconds, sig
+from reports.run.judged import failing_first
 from reports.run.model import MetricRow, RunModel
 
 # Metrics about the process as a whole, shown even without a budget.
 MAIN_PREFIXES = ("rss_", "uss_", "cyclic_garbage", "gen2_collections", "gc_pause", "ops_per_s")
 
+MAX_HEADLINE = 3  # failing budgets named in the headline; the reasons list them all
 PLOT_CAPTIONS = {
     "rss": "Memory over time",
     "gc": "Garbage collector activity",
@@ -47,30 +50,85 @@ MISSING = {
 
 def render_run_page(model: RunModel, plots: Mapping[str, Path | None]) -> str:
     """The whole page; ``plots`` maps plot names to written PNGs (None: not drawn)."""
-    parts = [_header(model), _reasons(model), _where(model), _metrics(model), _plots(plots),
-             _garbage(model), _cycles(model), _reproduce(model), _about(model)]
+    parts = [_header(model), _crash(model), _judged(plots), _reasons(model), _where(model),
+             _metrics(model), _plots(plots), _garbage(model), _cycles(model),
+             _reproduce(model), _about(model)]
     return page(f"{model.summary.verdict}: {model.title}", parts)
 
 
 def _header(model: RunModel) -> str:
+    """The verdict, what convicted the run and the first culprit, then where it ran."""
     summary = model.summary
-    facts = [f"ran {format_seconds(summary.duration_s)}", f"{summary.ops:,} operations"]
-    if summary.time_to_detect_s is not None:
-        facts.append(f"{summary.verdict} detected after {format_seconds(summary.time_to_detect_s)}")
-    elif summary.verdict in PROCESS_VERDICTS:
-        facts.append(f"{summary.verdict} after {format_seconds(summary.duration_s)}")
     return (
         f"<h1>{badge(summary.verdict)} {esc(model.title)}</h1>\n"
-        f'<p class="meta">{esc(" · ".join(facts))}<br>run folder: <code>'
+        f"{html_list(_headline(model), 'headline')}\n"
+        f'<p class="meta">{" · ".join(_facts(model))}<br>run folder: <code>'
         f"{esc(model.rundir)}</code></p>"
     )
 
 
+def _headline(model: RunModel) -> list[str]:
+    """Escaped lines: each failing budget with its amount, detection, the first culprit."""
+    summary = model.summary
+    failing = [j for j in model.judged if j.failing]
+    lines = [f"<strong>Convicted by {esc(j.series)}</strong>: {esc(j.reason)}"
+             + (f" <strong>({esc(j.amount())})</strong>" if j.amount() else "")
+             for j in failing[:MAX_HEADLINE]]
+    if not failing:
+        first, _ = failing_first(summary.reasons, model.judged)
+        if summary.verdict == "pass":
+            lines.append(f"Every budget held ({len(model.judged)} judged).")
+        lines += [esc(reason) for reason in first]
+    if summary.time_to_detect_s is not None:
+        lines.append(f"{esc(summary.verdict)} detected after "
+                     f"{esc(format_seconds(summary.time_to_detect_s))} of workload.")
+    where = summary.where_it_grows()
+    if where:
+        lines.append(f"<strong>Where it grows</strong>: {esc(where[0])}")
+    return lines
+
+
+def _facts(model: RunModel) -> list[str]:
+    """Escaped facts: length, work, date, host, commit, the suite's index."""
+    summary = model.summary
+    env = model.run.header.get("env", {}) if model.run is not None else {}
+    facts = [esc(f"ran {format_seconds(summary.duration_s)}"), esc(f"{summary.ops:,} operations")]
+    if summary.time_to_detect_s is None and summary.verdict in PROCESS_VERDICTS:
+        facts.append(esc(f"{summary.verdict} after {format_seconds(summary.duration_s)}"))
+    for key, label in (("started_utc", "started"), ("host", "host"), ("git_commit", "commit")):
+        value = env.get(key)
+        if value:
+            shown = str(value)[:12] if key == "git_commit" else str(value)
+            facts.append(esc(f"{label} {shown}"))
+    if model.index_href is not None:
+        facts.append(link(model.index_href, "suite index"))
+    return facts
+
+
+def _crash(model: RunModel) -> str:
+    if not model.traceback.strip():
+        return ""
+    return section("Crash", paragraph("The traceback the worker wrote when the scenario "
+                                      "raised:"), f"<pre>{esc(model.traceback.strip())}</pre>")
+
+
+def _judged(plots: Mapping[str, Path | None]) -> str:
+    written = plots.get("judged")
+    if written is None:
+        return ""
+    return section("What convicted it", f"<p>{image(written.name, 'The failing budgets')}</p>")
+
+
 def _reasons(model: RunModel) -> str:
-    reasons = model.summary.reasons or ["No budget was broken and no shape needed a note."]
+    first, rest = failing_first(model.summary.reasons, model.judged)
     extra = [paragraph(f"The samples could not be read: {model.load_error}", "muted")] \
         if model.load_error else []
-    return section("Why this verdict", bullet_list(reasons, "reasons"), *extra)
+    if not first and not rest:
+        first = ["No budget was broken and no shape needed a note."]
+    folded = (f"<details><summary>{len(rest)} more: budgets that held, shapes and "
+              f"resolution</summary>{bullet_list(rest, 'reasons')}</details>") if rest else ""
+    return section("Why this verdict", bullet_list(first, "reasons") if first else "", folded,
+                   *extra)
 
 
 def _where(model: RunModel) -> str:

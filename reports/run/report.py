@@ -14,6 +14,7 @@ from harness.runfiles.names import (
     GARBAGE_PLOT,
     GAUGES_PLOT,
     GC_PLOT,
+    JUDGED_PLOT,
     REPORT_FILE,
     RSS_PLOT,
     SAMPLES_FILE,
@@ -22,18 +23,21 @@ from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, Upgrade, load_summary
 from reports.run.gauge_plots import gauges_plot
+from reports.run.judged_plot import judged_plot
 from reports.run.model import RunModel, build_run_model
 from reports.run.page import render_run_page
 from reports.run.plots import garbage_plot, gc_plot, rss_plot
 
-PLOT_FILES = {"rss": RSS_PLOT, "gc": GC_PLOT, "garbage": GARBAGE_PLOT, "gauges": GAUGES_PLOT}
+PLOT_FILES = {"judged": JUDGED_PLOT, "rss": RSS_PLOT, "gc": GC_PLOT, "garbage": GARBAGE_PLOT,
+              "gauges": GAUGES_PLOT}
 
 
 def write_run_report(
     rundir: Path, *, run: RunData | None = None, summary: Summary | None = None,
     upgrade: Upgrade | None = None,
 ) -> Path:
-    """Write ``rss.png``, ``gc.png``, ``garbage.png``, ``gauges.png`` and ``report.html``.
+    """Write ``judged.png``, ``rss.png``, ``gc.png``, ``garbage.png``, ``gauges.png`` and
+    ``report.html``.
 
     ``run`` and ``summary`` skip reading files a caller already loaded (the
     runner right after a run); ``upgrade`` is the face's way to bring an older
@@ -72,7 +76,8 @@ def load_run_model(
 
 def write_plots(model: RunModel, out: Path) -> dict[str, Path | None]:
     """Each plot's path, or None where there was nothing to draw."""
-    makers = {"rss": rss_plot, "gc": gc_plot, "garbage": garbage_plot, "gauges": gauges_plot}
+    makers = {"judged": judged_plot, "rss": rss_plot, "gc": gc_plot, "garbage": garbage_plot,
+              "gauges": gauges_plot}
     written: dict[str, Path | None] = {}
     for name, make in makers.items():
         target = out / PLOT_FILES[name]

@@ -29,14 +29,14 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column, column_of, detect_s
-from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUMMARY_FILE
+from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUITE_INDEX, SUMMARY_FILE
 from harness.runfiles.summary import Upgrade, load_summary
 from harness.verdicts import PROCESS_VERDICTS, VERDICTS
 from reports.run.report import write_run_report
 from reports.suite.model import Cell
 from reports.suite.outputs import render_index, render_junit, render_text
 
-INDEX_FILE, JUNIT_FILE, TEXT_FILE = "index.html", "junit.xml", "summary.txt"
+INDEX_FILE, JUNIT_FILE, TEXT_FILE = SUITE_INDEX, "junit.xml", "summary.txt"
 MIN_PARALLEL_REPORTS = 6  # fewer are drawn in this process: starting workers costs ~2 s
 
 

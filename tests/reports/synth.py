@@ -136,6 +136,7 @@ def _header(scenario: str, injected: Sequence[str], duration_s: float, seed: int
               "inject": list(injected), "seed": seed, "budgets": list(BUDGETS),
               "samplers": ["rss", "gc", "garbage", "gauges"]}
     env = {"python": "3.11.7", "implementation": "cpython", "git_commit": "0" * 40,
+           "host": "ci-runner-7", "started_utc": "2026-12-03 04:00:00 UTC",
            "gc": {"mode": "default", "thresholds": [700, 10, 10]}}
     return {"type": "header", "schema": "leak-harness/samples", "version": 1, "config": config,
             "env": env}

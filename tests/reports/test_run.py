@@ -14,6 +14,7 @@ from harness.runfiles.names import (
     GARBAGE_PLOT,
     GAUGES_PLOT,
     GC_PLOT,
+    JUDGED_PLOT,
     REPORT_FILE,
     RSS_PLOT,
     SAMPLES_FILE,
@@ -21,6 +22,7 @@ from harness.runfiles.names import (
     TRACEBACK_FILE,
 )
 from harness.runfiles.summary import SUMMARY_VERSION, load_summary
+from harness.units import format_duration
 from reports.render.fitline import FitLine
 from reports.run.report import load_run_model, write_run_report
 from tests.reports.synth import GOLDEN, MB, as_v1, write_run
@@ -245,3 +247,58 @@ def test_gauges_that_never_moved_share_one_line_instead_of_a_panel_each(
     titles = [a.get_title() for a in figure.axes if a.get_visible()]  # type: ignore[attr-defined]
     assert "zz_never_moved" not in titles and any(t.startswith("tree_nodes") for t in titles)
     assert "zz_never_moved=3" in figure._suptitle.get_text()  # type: ignore[attr-defined]
+
+
+def test_a_leak_report_leads_with_what_convicted_it(leaking: Path) -> None:
+    assert (leaking / JUDGED_PLOT).read_bytes()[:8] == PNG_MAGIC
+    text = page_text(leaking)
+    headline = text[:text.index("Why this verdict")]
+    summary = load_summary(leaking)
+    failing = [r for r in summary.reasons if "is above" in r]
+    assert failing and all(r in headline for r in failing)
+    assert "Convicted by rss" in headline and "Convicted by cyclic_garbage" in headline
+    rss = next(j for j in load_run_model(leaking).judged if j.series == "rss")
+    assert rss.failing and rss.amount().startswith("+") and f"({rss.amount()})" in headline
+    assert "started 2026-12-03 04:00:00 UTC" in headline and "host ci-runner-7" in headline
+    assert "commit 000000000000" in headline
+    # The convicting plot comes before every other plot; budgets that held are folded.
+    assert text.index(f'src="{JUDGED_PLOT}"') < text.index(f'src="{RSS_PLOT}"')
+    folded = text[text.index("<details><summary>"):]
+    assert all(r in folded for r in summary.reasons if "is within" in r)
+    assert not any(r in text[:text.index("<details>")] for r in summary.reasons
+                   if "is within" in r)
+
+
+def test_the_amount_is_the_fitted_growth_over_the_judged_window(leaking: Path) -> None:
+    rss = next(j for j in load_run_model(leaking).judged if j.series == "rss")
+    assert rss.fit is not None
+    span = rss.fit.end_s - rss.fit.analysed_from_s
+    grown_mb = rss.fit.per_h * span / 3600 / 1e6
+    assert rss.amount() == f"+{grown_mb:.3g} MB in {format_duration(span)}"
+
+
+def test_a_pass_says_every_budget_held_and_draws_no_convicting_plot(flat: Path) -> None:
+    assert not (flat / JUDGED_PLOT).exists()
+    text = page_text(flat)
+    assert "Every budget held (3 judged)." in text and "Convicted by" not in text
+
+
+def test_a_crash_shows_its_traceback_and_a_suite_cell_links_to_the_index(
+    tmp_path: Path,
+) -> None:
+    rundir = tmp_path / "out" / "demo-cache" / "inject-demo-unlink"
+    write_run(rundir, "demo-cache", ["demo-unlink"], duration_s=60.0, verdict="crashed",
+              reasons=["the worker raised AssertionError: non-leaf"])
+    (rundir / TRACEBACK_FILE).write_text(
+        'Traceback (most recent call last):\n  File "cache.py", line 9, in evict\n'
+        "AssertionError: non-leaf <x>\n", encoding="utf-8")
+    write_run_report(rundir)
+    text = page_text(rundir)
+    assert 'File "cache.py", line 9, in evict' in text and "AssertionError: non-leaf <x>" in text
+    assert text.index("AssertionError: non-leaf <x>") < text.index("Why this verdict")
+    assert "the worker raised AssertionError: non-leaf" in text[:text.index("Crash")]
+    assert 'href="../../index.html"' in text
+    alone = tmp_path / "alone"
+    write_run(alone, "demo-cache", duration_s=60.0)
+    write_run_report(alone)
+    assert "index.html" not in page_text(alone)

@@ -1,0 +1,105 @@
+"""The budgets a run was judged on, each with its series and fitted line: pure.
+
+A report leads with what convicted the run, so a reader sees the signal, its
+rate against its budget and the samples behind it before anything else. All of
+it comes from ``summary.json`` (``extra.analysis.budgets``, ``limits`` and
+``series``): the page cannot disagree with the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.runfiles.summary import Summary
+from harness.units import format_duration, format_rate
+from reports.render.fitline import FitLine, stored_fit
+
+FAILING_STATUSES = ("leak", "suspicious")
+
+
+@dataclass(frozen=True)
+class JudgedBudget:
+    """One budget as the analysis judged it."""
+
+    text: str  # "heap: 10 MB/h"
+    series: str  # the series it reads: "heap", "work_list", "cyclic_garbage"
+    kind: str  # "rate" or "level"
+    limit: float  # in ``unit``
+    unit: str  # the budget's canonical unit: "B/h", "/h", "/kop", "B", ""
+    status: str
+    reason: str
+    fit: FitLine | None  # the judged line of a rate per hour; None for levels and per-kop
+    # (end of window, amount): what each allocation window left behind, which the
+    # analysis took off the later samples
+    taken_off: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def failing(self) -> bool:
+        return self.status in FAILING_STATUSES
+
+    @property
+    def per_hour(self) -> bool:
+        return self.kind == "rate" and self.unit.endswith("/h")
+
+    def amount(self) -> str:
+        """The fitted growth as an amount over the judged window: "+4.2 MB in 58 s"."""
+        if self.fit is None or not self.per_hour:
+            return ""
+        span = self.fit.end_s - self.fit.analysed_from_s
+        grown = self.fit.per_h * span / 3600.0
+        sign = "+" if grown > 0 else ""
+        shown = format_rate(grown, self.unit.split("/")[0])
+        return f"{sign}{shown} in {format_duration(span)}"
+
+
+def judged_budgets(summary: Summary) -> list[JudgedBudget]:
+    """Every budget the summary judged, in its order; empty for older summaries."""
+    analysis = summary.extra.get("analysis")
+    if not isinstance(analysis, Mapping):
+        return []
+    limits = {str(lim.get("text")): lim for lim in _records(analysis.get("limits"))}
+    judged = []
+    for budget in _records(analysis.get("budgets")):
+        text = str(budget.get("text", ""))
+        limit = limits.get(text)
+        if limit is None:
+            continue
+        series = str(limit.get("metric", ""))
+        kind = str(limit.get("kind", "rate"))
+        unit = str(limit.get("unit", ""))
+        fit = stored_fit(summary, series) if kind == "rate" and unit.endswith("/h") else None
+        judged.append(JudgedBudget(
+            text, series, kind, float(limit.get("limit", 0.0)), unit,
+            str(budget.get("status", "")), str(budget.get("reason", "")), fit,
+            _taken_off(analysis, series)))
+    return judged
+
+
+def _taken_off(analysis: Mapping[str, Any], series: str) -> tuple[tuple[float, float], ...]:
+    details = analysis.get("series")
+    found = details.get(series) if isinstance(details, Mapping) else None
+    steps = found.get("taken_off") if isinstance(found, Mapping) else None
+    if not isinstance(steps, list):
+        return ()
+    return tuple((float(end), float(amount)) for end, amount in steps)
+
+
+def failing_first(
+    reasons: Sequence[str], judged: Sequence[JudgedBudget]
+) -> tuple[list[str], list[str]]:
+    """The summary's reasons split in two: those of failing budgets (and any reason that
+    is not a budget's, such as a crash, when nothing failed on a budget), and the rest."""
+    failing = {j.reason for j in judged if j.failing}
+    passing = {j.reason for j in judged if not j.failing}
+    first = [r for r in reasons if r in failing]
+    rest = [r for r in reasons if r not in failing]
+    if not first:  # a crash, a hang, a cut-short run: its own words lead
+        first = [r for r in rest if r not in passing][:1]
+        rest = [r for r in rest if r not in first]
+    return first, rest
+
+
+def _records(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
