@@ -9,7 +9,15 @@ its false positives). Trend plots and the flags' sentences are the reports'
 
 from __future__ import annotations
 
-from harness.history.db import DEFAULT_DB, Appended, Point, Trend, append_suite, trends
+from harness.history.db import (
+    DEFAULT_DB,
+    Appended,
+    BudgetPoint,
+    Point,
+    Trend,
+    append_suite,
+    trends,
+)
 from harness.history.flags import (
     Band,
     Flag,
@@ -23,6 +31,7 @@ __all__ = [
     "DEFAULT_DB",
     "Appended",
     "Band",
+    "BudgetPoint",
     "Flag",
     "Point",
     "Trend",

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.budgets import parse_budget
 from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.summary import Summary, load_summary
 
 DEFAULT_DB = Path("results") / "history.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a row per judged budget of each run (trends on every signal)
 BUSY_TIMEOUT_S = 60.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -47,6 +48,25 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_series ON runs (scenario, injected, recorded_at);
 """
+# Version 2: each judged budget of a run, so trends show the signal that judged it
+# (a leak caught on garbage or the heap shows there, not as flat RSS).
+BUDGETS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS budgets (
+    run_key TEXT NOT NULL,         -- runs.run_key
+    budget TEXT NOT NULL,          -- as written: 'heap: 10 MB/h'
+    series TEXT NOT NULL,          -- the series it reads: 'heap'
+    kind TEXT NOT NULL,            -- 'rate' or 'level'
+    value REAL,                    -- the judged rate, or the level held, in the budget's unit
+    lo REAL,
+    hi REAL,
+    limit_value REAL NOT NULL,
+    unit TEXT NOT NULL,            -- the budget's canonical unit: 'B/h', '/kop', 'B', ''
+    status TEXT NOT NULL,
+    PRIMARY KEY (run_key, budget)
+);
+"""
+BUDGET_COLUMNS = ("run_key", "budget", "series", "kind", "value", "lo", "hi", "limit_value",
+                  "unit", "status")
 COLUMNS = ("run_key", "recorded_at", "commit_sha", "scenario", "injected", "verdict",
            "growth_per_h", "growth_lo", "growth_hi", "garbage_per_kop", "detect_s",
            "duration_s", "rundir")
@@ -79,14 +99,17 @@ def connect(db: Path) -> Iterator[sqlite3.Connection]:
             if version > SCHEMA_VERSION:
                 raise UsageError(f"{db} is history schema {version}; this leak-harness "
                                  f"knows version {SCHEMA_VERSION} only.")
-            if version == 0:
-                _create(conn)
+            if version < SCHEMA_VERSION:
+                _create(conn, version)
         yield conn
 
 
-def _create(conn: sqlite3.Connection) -> None:
+def _create(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a database at ``version`` (0: new) to :data:`SCHEMA_VERSION`; older rows
+    keep what they had (a version 1 run has no budget rows)."""
     # executescript would COMMIT the open transaction; run statements one by one.
-    for statement in filter(str.strip, SCHEMA.split(";")):
+    scripts = ([SCHEMA] if version < 1 else []) + [BUDGETS_SCHEMA]
+    for statement in filter(str.strip, ";".join(scripts).split(";")):
         conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -125,19 +148,44 @@ def append_suite(
     UTC). Folders without a readable ``summary.json`` are skipped and listed.
     """
     stamp = _utc(when or datetime.now(UTC)).isoformat(timespec="seconds")
-    rows, skipped = [], []
+    rows, budget_rows, skipped = [], [], []
     for rundir in map(Path, rundirs):
         try:
-            rows.append(run_row(rundir, load_summary(rundir), stamp, commit))
+            summary = load_summary(rundir)
         except UsageError as exc:
             skipped.append((rundir, exc.message))
+            continue
+        rows.append(run_row(rundir, summary, stamp, commit))
+        budget_rows += [(rows[-1][0], *budget) for budget in budget_values(summary)]
     marks = ", ".join("?" * len(COLUMNS))
     with connect(db) as conn, transaction(conn):
         before = conn.total_changes
         conn.executemany(f"INSERT OR IGNORE INTO runs ({', '.join(COLUMNS)}) VALUES ({marks})",
                          rows)
         added = conn.total_changes - before
+        conn.executemany(f"INSERT OR IGNORE INTO budgets ({', '.join(BUDGET_COLUMNS)}) "
+                         f"VALUES ({', '.join('?' * len(BUDGET_COLUMNS))})", budget_rows)
     return Appended(added, len(rows) - added, skipped)
+
+
+def budget_values(summary: Summary) -> list[tuple[object, ...]]:
+    """(budget, series, kind, value, lo, hi, limit, unit, status) per judged budget."""
+    found = []
+    for metric in summary.metrics.values():
+        text, status = metric.get("budget"), metric.get("status")
+        if not isinstance(text, str) or not status:
+            continue
+        try:
+            budget = parse_budget(text)
+        except ValueError:
+            continue  # a budget this version no longer reads: its run row still counts
+        value = _number(metric.get("value"))
+        ci = metric.get("ci")
+        lo, hi = (_number(ci[0]), _number(ci[1])) if isinstance(ci, list) and len(ci) == 2 \
+            else (None, None)
+        found.append((text, budget.metric, budget.kind, value, lo, hi, budget.limit,
+                      budget.unit, str(status)))
+    return found
 
 
 def run_row(rundir: Path, summary: Summary, stamp: str, commit: str | None) -> tuple[object, ...]:
@@ -154,6 +202,27 @@ def _utc(when: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
+class BudgetPoint:
+    """One judged budget of a run: its value against its limit."""
+
+    budget: str
+    series: str
+    kind: str
+    value: float | None
+    ci: tuple[float, float] | None
+    limit: float
+    unit: str
+    status: str
+
+    @property
+    def share(self) -> float | None:
+        """The value as a share of the limit (1: at the budget); None for a limit of 0."""
+        if self.value is None or self.limit <= 0:
+            return None
+        return self.value / self.limit
+
+
+@dataclass(frozen=True)
 class Point:
     """One run in a trend."""
 
@@ -166,6 +235,7 @@ class Point:
     detect_s: float | None
     duration_s: float
     rundir: str
+    budgets: tuple[BudgetPoint, ...] = ()  # none for runs a version 1 history recorded
 
 
 @dataclass(frozen=True)
@@ -185,7 +255,7 @@ def trends(db: Path, scenario: str | None = None, nights: int = 14) -> list[Tren
     """The last ``nights`` runs of every (scenario, column) series, or of one scenario."""
     query = """
         SELECT scenario, injected, recorded_at, commit_sha, verdict, growth_per_h, growth_lo,
-               growth_hi, garbage_per_kop, detect_s, duration_s, rundir FROM (
+               growth_hi, garbage_per_kop, detect_s, duration_s, rundir, run_key FROM (
             SELECT *, ROW_NUMBER() OVER (PARTITION BY scenario, injected
                                          ORDER BY recorded_at DESC, id DESC) AS age
             FROM runs WHERE ? IS NULL OR scenario = ?)
@@ -193,20 +263,38 @@ def trends(db: Path, scenario: str | None = None, nights: int = 14) -> list[Tren
     """
     with connect(db) as conn:
         rows = conn.execute(query, (scenario, scenario, nights)).fetchall()
+        budgets = _budgets_of(conn, [str(row[-1]) for row in rows])
     found: dict[tuple[str, str], list[Point]] = {}
     for row in rows:
-        found.setdefault((row[0], row[1]), []).append(_point(row[2:]))
+        found.setdefault((row[0], row[1]), []).append(
+            _point(row[2:-1], budgets.get(str(row[-1]), ())))
     return [Trend(name, injected, points) for (name, injected), points in found.items()]
 
 
-def _point(row: Sequence[object]) -> Point:
+def _budgets_of(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, list[BudgetPoint]]:
+    found: dict[str, list[BudgetPoint]] = {}
+    for start in range(0, len(keys), 500):  # under SQLite's limit on bound parameters
+        chunk = keys[start:start + 500]
+        rows = conn.execute(
+            f"SELECT {', '.join(BUDGET_COLUMNS)} FROM budgets WHERE run_key IN "
+            f"({', '.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+        for key, budget, series, kind, value, lo, hi, limit, unit, status in rows:
+            ci = (float(lo), float(hi)) if isinstance(lo, float) and isinstance(hi, float) \
+                else None
+            found.setdefault(str(key), []).append(BudgetPoint(
+                str(budget), str(series), str(kind), _number(value), ci,
+                float(_number(limit) or 0.0), str(unit), str(status)))
+    return found
+
+
+def _point(row: Sequence[object], budgets: Sequence[BudgetPoint] = ()) -> Point:
     at, commit, verdict, growth, lo, hi, kop, detect, duration, rundir = row
     ci = (float(lo), float(hi)) if isinstance(lo, float) and isinstance(hi, float) else None
     return Point(
         recorded_at=datetime.fromisoformat(str(at)), commit=None if commit is None else str(commit),
         verdict=str(verdict), growth_per_h=_number(growth), growth_ci=ci,
         garbage_per_kop=_number(kop), detect_s=_number(detect),
-        duration_s=float(_number(duration) or 0.0), rundir=str(rundir),
+        duration_s=float(_number(duration) or 0.0), rundir=str(rundir), budgets=tuple(budgets),
     )
 
 

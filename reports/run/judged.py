@@ -15,6 +15,7 @@ from typing import Any
 from harness.runfiles.summary import Summary
 from harness.units import format_duration, format_rate
 from reports.render.fitline import FitLine, stored_fit
+from reports.render.numbers import format_growth
 
 FAILING_STATUSES = ("leak", "suspicious")
 
@@ -103,3 +104,24 @@ def failing_first(
 
 def _records(value: Any) -> list[Mapping[str, Any]]:
     return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def convicting_signal(summary: Summary) -> str:
+    """One phrase for an index cell: the first failing budget with its rate ("heap
+    +43.7 MB/h [42.3, 45.1] over 'heap: 10 MB/h'"), a process ending's first reason,
+    or how many budgets held."""
+    judged = judged_budgets(summary)
+    failing = [j for j in judged if j.failing]
+    if not failing:
+        if summary.verdict == "pass":
+            return f"{len(judged)} budgets held" if judged else "no budget judged"
+        return summary.reasons[0] if summary.reasons else ""
+    first = failing[0]
+    metric = next((m for m in summary.metrics.values() if m.get("budget") == first.text), None)
+    value = metric.get("value") if metric is not None else None
+    if first.kind == "level" or not isinstance(value, int | float):
+        return first.reason
+    ci = metric.get("ci") if metric is not None else None
+    rate = format_growth(float(value), ci if isinstance(ci, list) else None,
+                         str(metric.get("unit", "")) if metric is not None else "")
+    return f"{first.series} {rate} over {first.text!r}"

@@ -27,6 +27,8 @@ class Cell:
     reasons: tuple[str, ...]
     repeat: int = 1  # 2, 3, ... for further runs of the same cell (shards, reruns)
     same_as_fixed: bool = False  # a process ending the fixed run of the scenario shared
+    signal: str = ""  # what convicted it, with its rate (or how many budgets held)
+    culprit: str = ""  # the first line of "Where it grows"
 
     @property
     def correct(self) -> bool:

@@ -1,4 +1,4 @@
-"""The three faces of a suite: ``index.html`` (matrix), ``junit.xml`` and a text summary.
+"""The three faces of a suite: ``index.html`` (a summary per scenario), ``junit.xml``, text.
 
 All three render the same cells (:class:`reports.suite.model.Cell`), already judged.
 The JUnit file follows the common Jenkins/GitLab/GitHub schema: one
@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.runfiles.facts import FIXED
 from harness.runfiles.names import REPORT_FILE
 from harness.verdicts import PROCESS_VERDICTS
-from reports.render.html import badge, bullet_list, esc, link, page, paragraph, section, table
+from reports.render.html import badge, bullet_list, esc, link, page, paragraph, section
 from reports.render.numbers import format_seconds
 from reports.suite.model import Cell
 
@@ -33,25 +33,28 @@ def columns_of(cells: Sequence[Cell]) -> list[str]:
 
 
 def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str] = ()) -> str:
-    """The matrix page; links to run reports are relative to ``out``."""
+    """The suite's page: per scenario, the fixed code's cell beside each injected
+    regression's; links to run reports are relative to ``out``."""
     wrong = [c for c in cells if not c.correct]
     verdict = "pass" if cells and not wrong else "leak"
     word = "all as expected" if verdict == "pass" else f"{len(wrong)} wrong"
     head = (f'<h1><span class="badge" style="background:{_colour(verdict)}">{esc(word)}</span> '
-            f"Leak detection matrix</h1>")
+            f"Leak detection summary</h1>")
     meta = paragraph(f"{len(cells)} runs, {len({c.scenario for c in cells})} scenarios, from "
                      f"{len({c.rundir.parent for c in cells})} folders. A cell is right when the "
                      "fixed code passes and an injected regression gets a failing verdict "
                      "(leak, crashed, hung, ceiling).", "meta")
-    parts = [head, meta, section("Matrix", _matrix(cells, out))]
+    parts = [head, meta]
     if wrong:
         parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
+    parts.append(section("Runs", _summary_table(cells, out)))
     if not_applicable:
         parts.append(section("Not applicable (not run)", bullet_list(not_applicable)))
     trends = sorted((out / TRENDS_DIR).glob("*.png"))
     if trends:
         links = ", ".join(link(str(p.relative_to(out)), p.stem) for p in trends)
-        parts.append(section("Trends", f"<p>Growth per night, from the history: {links}.</p>"))
+        parts.append(section("Trends", f"<p>Growth per night on the signals each scenario's "
+                                        f"budgets judge, from the history: {links}.</p>"))
     return page(f"leak-harness suite: {word}", parts)
 
 
@@ -59,20 +62,31 @@ def _colour(verdict: str) -> str:
     return "#1a7f37" if verdict == "pass" else "#cf222e"
 
 
-def _matrix(cells: Sequence[Cell], out: Path) -> str:
-    columns = columns_of(cells)
-    scenarios = sorted({c.scenario for c in cells})
-    rows, classes = [], []
-    for scenario in scenarios:
-        row, styles = [f"<b>{esc(scenario)}</b>"], [""]
-        for where in columns:
-            here = [c for c in cells if c.scenario == scenario and c.column == where]
-            row.append("<hr>".join(_cell_html(c, out) for c in here) or
-                       '<span class="muted">–</span>')
-            styles.append("" if not here else "right" if all(c.correct for c in here) else "wrong")
-        rows.append(row)
-        classes.append(styles)
-    return table(["scenario", *columns], rows, cell_classes=classes)
+def _summary_table(cells: Sequence[Cell], out: Path) -> str:
+    """One row per injected regression, its scenario's fixed cell beside it (spanning
+    the scenario's rows); a scenario without one says so."""
+    rows = []
+    for scenario in sorted({c.scenario for c in cells}):
+        fixed = [c for c in cells if c.scenario == scenario and c.column == FIXED]
+        injected = [c for c in cells if c.scenario == scenario and c.column != FIXED]
+        span = max(len(injected), 1)
+        spans = f' rowspan="{span}"' if span > 1 else ""
+        left = (f"<td{spans}><b>{esc(scenario)}</b></td>"
+                + _cells_td(fixed, out, span, "the fixed code was not run"))
+        right = [_cells_td([c], out, 1, "") for c in injected] or [
+            '<td class="muted">no regression injected in this scenario</td>']
+        rows.append(f"<tr>{left}{right[0]}</tr>")
+        rows += [f"<tr>{cell}</tr>" for cell in right[1:]]
+    head = "<tr><th>scenario</th><th>fixed code</th><th>injected regression</th></tr>"
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _cells_td(here: Sequence[Cell], out: Path, rowspan: int, none: str) -> str:
+    span = f' rowspan="{rowspan}"' if rowspan > 1 else ""
+    if not here:
+        return f'<td class="muted"{span}>{esc(none)}</td>'
+    css = "right" if all(c.correct for c in here) else "wrong"
+    return f'<td class="{css}"{span}>' + "<hr>".join(_cell_html(c, out) for c in here) + "</td>"
 
 
 def _cell_html(cell: Cell, out: Path) -> str:
@@ -80,9 +94,14 @@ def _cell_html(cell: Cell, out: Path) -> str:
     shown = badge(cell.verdict)
     linked = f'<a href="{esc(report)}">{shown}</a>' if report else shown
     mark = RIGHT_MARK if cell.correct else f"{WRONG_MARK} {cell.why_wrong}"
-    timing = cell_timing(cell)
     repeat = f" (run {cell.repeat})" if cell.repeat > 1 else ""
-    return f"{linked}{esc(repeat)} {esc(mark)}<br><small>{esc(timing)}</small>"
+    name = f"<b>{esc(cell.column.removeprefix('inject:'))}</b> " if cell.column != FIXED else ""
+    lines = [f"{name}{linked}{esc(repeat)} {esc(mark)}", f"<small>{esc(cell_timing(cell))}</small>"]
+    if cell.signal:
+        lines.append(f"<small>{esc(cell.signal)}</small>")
+    if cell.culprit and cell.verdict != "pass":
+        lines.append(f'<small class="muted">where: {esc(cell.culprit)}</small>')
+    return "<br>".join(lines)
 
 
 def cell_timing(cell: Cell) -> str:

@@ -32,6 +32,7 @@ from harness.runfiles.facts import FIXED, column, column_of, detect_s
 from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUITE_INDEX, SUMMARY_FILE
 from harness.runfiles.summary import Upgrade, load_summary
 from harness.verdicts import PROCESS_VERDICTS, VERDICTS
+from reports.run.judged import convicting_signal
 from reports.run.report import write_run_report
 from reports.suite.model import Cell
 from reports.suite.outputs import render_index, render_junit, render_text
@@ -125,6 +126,7 @@ def _cell(rundir: Path, expected: Mapping[str, str]) -> Cell:
         scenario=name, column=where, verdict=summary.verdict,
         expected=expectation(name, where, expected), rundir=rundir,
         duration_s=summary.duration_s, detect_s=detect_s(summary), reasons=tuple(summary.reasons),
+        signal=convicting_signal(summary), culprit=next(iter(summary.where_it_grows()), ""),
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.history import append_suite, check_latest, flag_regressions, noise_band, trends
+from harness.runfiles.summary import load_summary, write_summary
 from reports.history import flag_sentence, write_trend_plots
 from tests.reports.synth import MB, write_summary_only
 
@@ -140,3 +141,45 @@ def test_the_history_command_writes_plots_only_when_asked(
     assert not (tmp_path / "results").exists()  # reading the history wrote nothing
     assert main(["history", "--db", str(db), "--plots", "trends"]) == 0
     assert (tmp_path / "trends" / "trend-radix.png").exists()
+
+
+def test_each_judged_budget_is_kept_and_a_garbage_leak_shows_on_its_own_signal(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "h.sqlite"
+    run = write_summary_only(tmp_path / "lru", "mamba-lru", ("mamba-lru-unlink",), "leak", 0.0)
+    summary = load_summary(run)
+    summary.metrics["rss_growth"]["status"] = "pass"  # flat RSS: convicted on garbage alone
+    summary.metrics["cyclic_garbage"].update(value=21.0, ci=[19.0, 23.0], status="leak",
+                                             budget="cyclic_garbage: 0.5 /kop")
+    summary.metrics["idle_pool_mismatch_max"] = {"value": 3.0, "unit": "", "status": "leak",
+                                                 "budget": "idle_pool_mismatch: <= 0"}
+    write_summary(run, summary)
+    append_suite(db, [run], when=START)
+    (trend,) = trends(db)
+    by_name = {b.series: b for b in trend.points[0].budgets}
+    assert by_name["cyclic_garbage"].share == 42.0 and by_name["cyclic_garbage"].kind == "rate"
+    assert by_name["cyclic_garbage"].ci == (19.0, 23.0)
+    assert by_name["rss"].share == 0.0 and by_name["rss"].status == "pass"
+    assert by_name["idle_pool_mismatch"].share is None  # a limit of 0 has no share
+    (plot,) = write_trend_plots(db, tmp_path / "trends")
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_version_1_history_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with sqlite3.connect(db) as conn:  # the schema version 1 wrote
+        conn.executescript(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, run_key TEXT NOT NULL UNIQUE, "
+            "recorded_at TEXT NOT NULL, commit_sha TEXT, scenario TEXT NOT NULL, injected TEXT "
+            "NOT NULL, verdict TEXT NOT NULL, growth_per_h REAL, growth_lo REAL, growth_hi REAL,"
+            " garbage_per_kop REAL, detect_s REAL, duration_s REAL NOT NULL, rundir TEXT NOT "
+            "NULL); INSERT INTO runs VALUES (1, 'k', '2025-01-01T02:00:00+00:00', 'c1', 'radix',"
+            " '', 'pass', 5e6, 3e6, 7e6, 0.0, NULL, 600.0, '/r'); PRAGMA user_version = 1;")
+    nightly(db, tmp_path, [6 * MB])
+    (trend,) = trends(db)
+    assert [p.growth_per_h for p in trend.points] == [5 * MB, 6 * MB]
+    assert trend.points[0].budgets == () and trend.points[1].budgets[0].budget == "rss: 50 MB/h"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert write_trend_plots(db, tmp_path / "trends")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from harness.runfiles.names import REPORT_FILE
 from reports.suite.report import build_cells, write_suite_report
-from tests.reports.synth import GOLDEN, MB, write_summary_only
+from tests.reports.synth import GOLDEN, MB, write_run, write_summary_only
 
 
 def shards(tmp_path: Path) -> list[Path]:
@@ -37,7 +38,7 @@ def test_matrix_junit_and_text_from_several_shards(tmp_path: Path) -> None:
     assert not report.ok and [c.scenario for c in report.wrong] == ["swa-lru"]
     index = report.index.read_text()
     assert index.count('class="wrong"') == 1 and index.count('class="right"') == 3
-    assert "inject:swa-lru-unlink" in index and "expected pass" in index
+    assert "<b>swa-lru-unlink</b>" in index and "expected pass" in index
     assert report.summary.read_text() == report.text
     assert "1 WRONG" in report.text and "swa-lru: leak." in report.text
 
@@ -117,3 +118,21 @@ def test_a_failing_night_still_gets_its_trends_and_the_index_links_them(
     index = (out / "index.html").read_text()
     assert "<h2>Trends</h2>" in index or ">Trends<" in index
     assert all(f'href="trends/{p.name}"' in index for p in plots)
+
+
+def test_the_index_names_each_cells_signal_rate_and_culprit_without_empty_cells(
+    tmp_path: Path,
+) -> None:
+    runs = [write_run(tmp_path / "a" / "fixed", "demo-cache", duration_s=240.0),
+            write_run(tmp_path / "a" / "inject", "demo-cache", ["demo-unlink"],
+                      growth_per_h=400 * MB, garbage_per_op=2.0),
+            write_run(tmp_path / "b" / "fixed", "demo-idle", duration_s=240.0)]
+    report = write_suite_report(runs, tmp_path / "suite", write_missing_reports=False)
+    index = html.unescape(report.index.read_text())
+    assert "3 budgets held" in index  # each fixed cell
+    leak = next(c for c in report.cells if c.column != "fixed")
+    assert leak.verdict == "leak" and leak.signal.startswith("rss +")
+    assert "over 'rss: 50 MB/h'" in leak.signal and leak.signal in index
+    assert "<b>demo-unlink</b>" in index and "nothing grows" not in index  # a pass names none
+    assert "no regression injected in this scenario" in index  # demo-idle's row
+    assert ">–<" not in index and 'rowspan' not in index  # one regression each: no spans
