@@ -170,7 +170,7 @@ def append_suite(
 
 def budget_values(summary: Summary) -> list[tuple[object, ...]]:
     """(budget, series, kind, value, lo, hi, limit, unit, status) per judged budget."""
-    found = []
+    found: list[tuple[object, ...]] = []
     for metric in summary.metrics.values():
         text, status = metric.get("budget"), metric.get("status")
         if not isinstance(text, str) or not status:
