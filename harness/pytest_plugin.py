@@ -2,15 +2,17 @@
 
     @pytest.mark.leak(scenario="mamba-lru", budgets=["rss: 50 MB/h"])
     def test_mamba_cache_does_not_leak(leak_result):
-        assert leak_result.verdict == "pass"
+        pass  # the plugin judged the run before the body: a leak failed the test
 
-A test carrying the ``leak`` marker gets its scenario run once (duration from
-``--leak-duration`` or the scenario's check duration; run folders under
-``--leak-results``); the ``leak_result`` fixture fails the test with the
-verdict, the reasons, the reference cycle found in the garbage and the path of
-the HTML report unless the verdict is the one the marker expects (``expect``:
-"pass" by default, "fail" for a test that proves a regression is caught). The
-``leak_run`` fixture runs scenarios from the test body instead.
+A test carrying the ``leak`` marker gets its scenario run once. Its duration
+comes from the marker, ``--leak-duration``, the ``leak_duration`` ini option or
+the scenario's check duration; run folders go under ``--leak-results`` or
+``leak_results`` (the command line wins over the ini options, as in
+pytest-memray). The run fails the test with the verdict, the reasons, "Where it
+grows" and the path of the HTML report unless the verdict is the one the marker
+expects (``expect``: "pass" by default, which lets ``suspicious`` pass unless
+``--leak-strict`` or ``leak_strict``; "fail" for a test that proves a regression
+is caught). The ``leak_run`` fixture runs scenarios from the test body instead.
 
 Leak tests take seconds to minutes, so they run only when selected with
 ``-m leak`` (or ``--leak``); a plain ``pytest`` run skips them.
@@ -40,11 +42,31 @@ MARKER_HELP = (
 )
 
 
+DEFAULT_RESULTS = "results/pytest"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("leak-harness")
     group.addoption("--leak", action="store_true", help="run tests marked 'leak' too")
-    group.addoption("--leak-duration", default=None, help="duration of each leak test (90s, 10m)")
-    group.addoption("--leak-results", default="results/pytest", help="folder for run folders")
+    group.addoption("--leak-duration", default=None,
+                    help="duration of each leak test (90s, 10m); ini: leak_duration")
+    group.addoption("--leak-results", default=None,
+                    help=f"folder for run folders (default {DEFAULT_RESULTS}); ini: leak_results")
+    group.addoption("--leak-strict", action="store_true", default=None,
+                    help="a suspicious verdict fails a test expecting pass; ini: leak_strict")
+    # The project's defaults, as pytest-memray takes them; the command line wins.
+    parser.addini("leak_duration", "duration of each leak test unless the marker or "
+                  "--leak-duration says (90s, 10m)", default=None)
+    parser.addini("leak_results", "folder for the leak tests' run folders",
+                  default=DEFAULT_RESULTS)
+    parser.addini("leak_strict", "a suspicious verdict fails a test expecting pass",
+                  type="bool", default=False)
+
+
+def option(config: pytest.Config, name: str) -> Any:
+    """``--leak-<name>`` when given on the command line, else the ``leak_<name>`` ini value."""
+    given = config.getoption(f"--leak-{name}")
+    return given if given is not None else config.getini(f"leak_{name}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -125,13 +147,16 @@ def explain(outcome: RunOutcome) -> str:
     return "\n".join(lines)
 
 
-def judge(outcome: RunOutcome, expect: str, item: pytest.Item | None = None) -> None:
+def judge(
+    outcome: RunOutcome, expect: str, item: pytest.Item | None = None, strict: bool = False
+) -> None:
     """Fail the test unless the verdict is as expected; the build-failing rule is the
-    CLI's: ``expect="pass"`` accepts ``suspicious`` (said on the terminal, not hidden)."""
+    CLI's: ``expect="pass"`` accepts ``suspicious`` (said on the terminal, not hidden)
+    unless ``strict`` (``--leak-strict``, ``leak_strict``, as the CLI's ``--strict``)."""
     if expect == "fail":
         ok = outcome.verdict in FAILING
     elif expect == PASS:
-        ok = outcome.verdict in PASSING
+        ok = outcome.verdict == PASS if strict else outcome.verdict in PASSING
     else:
         ok = outcome.verdict == expect
     if not ok:
@@ -150,8 +175,8 @@ def leak_run(request: pytest.FixtureRequest) -> LeakRunner:
     config = request.config
     return LeakRunner(
         request.node,
-        Path(config.getoption("--leak-results")),
-        config.getoption("--leak-duration"),
+        Path(option(config, "results") or DEFAULT_RESULTS),
+        option(config, "duration") or None,
     )
 
 
@@ -183,4 +208,5 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     marker = item.get_closest_marker("leak")
     outcome = getattr(item, "funcargs", {}).get("leak_result")
     if marker is not None and isinstance(outcome, RunOutcome):
-        judge(outcome, marker.kwargs.get("expect", "pass"), item)
+        judge(outcome, marker.kwargs.get("expect", "pass"), item,
+              strict=bool(option(item.config, "strict")))

@@ -135,3 +135,42 @@ def test_a_leak_test_outside_the_repository_runs_the_scenarios_on_a_users_cache(
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*@pytest.mark.leak: the target 'examples.own_cache:mkae' "
                                  "cannot be loaded*"])
+
+
+@pytest.mark.integration
+def test_ini_options_give_the_defaults_and_the_command_line_wins(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from tests.harness.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makeini("[pytest]\nleak_results = ini-results\nleak_duration = 10m\n")
+    pytester.makepyfile(f"""
+import pytest
+
+@pytest.mark.leak(scenario="{HEALTHY}", budgets=["rss: 50 MB/h"])
+def test_healthy(leak_result):
+    pass
+""")
+    result = pytester.runpytest(*PLUGIN, "--leak", "--leak-duration", "3s")
+    result.assert_outcomes(passed=1)
+    (config,) = (pytester.path / "ini-results").rglob("config.json")  # the ini's folder
+    assert json.loads(config.read_text())["duration_s"] == 3.0  # the command line's length
+
+
+def test_strict_fails_a_suspicious_run_as_the_cli_does(tmp_path: pytest.TempPathFactory) -> None:
+    from pathlib import Path
+
+    from harness.parent.runner import RunOutcome
+    from harness.pytest_plugin import judge
+    from harness.runfiles.summary import load_summary
+    from tests.reports.synth import write_summary_only
+
+    rundir = write_summary_only(Path(str(tmp_path)) / "run", "demo", (), "suspicious")
+    outcome = RunOutcome("suspicious", rundir, None, load_summary(rundir))
+    judge(outcome, "pass")
+    with pytest.raises(pytest.fail.Exception, match="expected pass, got suspicious"):
+        judge(outcome, "pass", strict=True)
