@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from harness.analysis.calibration import Calibration
 from harness.analysis.summary import summarize
+from harness.runfiles.rundata import RunData, Series
 from tests.analysis.synth import (
     HOUR,
     MB,
@@ -251,3 +253,46 @@ def test_a_floor_under_few_drops_cannot_confirm_a_leak(seconds: float, verdict: 
     assert analysis.verdict == verdict
     if verdict == "suspicious":
         assert any("cannot tell a fill from a leak" in r for r in analysis.reasons)
+
+
+def rss_alone_run(rss_per_h: float, heap_per_h: float, seconds: float = 20.0) -> RunData:
+    """RSS growing ``rss_per_h`` beside a heap growing ``heap_per_h`` and flat blocks."""
+    rng = np.random.default_rng(4)
+    t = times(seconds, 10.0)
+    run = run_data((t, linear(t, rss_per_h, 300 * MB) + rng.normal(0, 30e3, t.size)))
+    run.memory["heap"] = Series(t, linear(t, heap_per_h, 90 * MB) + rng.normal(0, 5e3, t.size),
+                                "B")
+    run.memory["py_blocks"] = Series(t, 600e3 + rng.normal(0, 200, t.size), "")
+    return run
+
+
+NONE = Calibration({})  # judged as they are: no healthy growth taken off
+RSS_HEAP = budgets("rss: 50 MB/h", "heap: 10 MB/h", "py_blocks: 250000 /h")
+
+
+def test_a_few_megabytes_of_rss_no_allocator_shows_are_suspicious_not_a_leak() -> None:
+    # check -j 2 on a busy machine: a healthy cell's RSS rose 3 MB in 18 s (611 MB/h)
+    # while the heap, Python's blocks and shared memory stayed flat.
+    analysis = summarize(rss_alone_run(600 * MB, 0.0), RSS_HEAP, calibration=NONE)
+    assert analysis.verdict == "suspicious", analysis.reasons
+    (rss,) = [r for r in analysis.reasons if r.startswith("rss")]
+    assert "no allocator shows it (heap, py_blocks do not grow with it)" in rss
+    assert "under 16 MB it does not confirm a leak" in rss
+
+
+@pytest.mark.parametrize(("rss_per_h", "heap_per_h", "seconds"), [
+    (600 * MB, 300 * MB, 20.0),  # the heap accounts for half of it
+    (600 * MB, 0.0, 120.0),  # 20 MB: too much for the machine's load to explain
+])
+def test_rss_growth_an_allocator_shows_or_too_large_to_be_load_stays_a_leak(
+    rss_per_h: float, heap_per_h: float, seconds: float
+) -> None:
+    analysis = summarize(rss_alone_run(rss_per_h, heap_per_h, seconds), RSS_HEAP,
+                         calibration=NONE)
+    assert analysis.metrics["rss_growth"].status == "leak", analysis.reasons
+
+
+def test_without_an_allocator_signal_rss_judges_alone_as_before() -> None:
+    t = times(20.0, 10.0)
+    run = run_data((t, linear(t, 600 * MB, 300 * MB)))
+    assert summarize(run, budgets("rss: 50 MB/h"), calibration=NONE).verdict == "leak"
