@@ -129,7 +129,8 @@ def record_config(args: argparse.Namespace, name: str) -> RunConfig:
     # Gauges come from the program as it runs: a budget on one is skipped, with its
     # reason, when the program never registers it.
     gauges = tuple(b for b in budgets if b.metric not in JUDGED_SIGNALS)
-    out = Path(args.out) if args.out else RECORD_DIR / default_rundir(name).name
+    # Absolute: the program (and each child, which records itself) may change directory.
+    out = (Path(args.out) if args.out else RECORD_DIR / default_rundir(name).name).absolute()
     return RunConfig(
         scenario=UNCALIBRATED, rundir=str(out), duration_s=duration,
         max_ops=None if duration else UNBOUNDED_OPS, warmup_s=warmup, budgets=budgets,

@@ -119,7 +119,9 @@ def python_shebang(path: Path) -> bool:
 
 def recording_env(out: Path, follow: bool, config: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
-    env[ENV] = json.dumps({"out": str(out), "follow": follow, "config": config.to_dict()})
+    # Absolute paths only: the program may chdir before a child starts recording.
+    env[ENV] = json.dumps({"out": str(out.absolute()), "follow": follow,
+                           "config": config.to_dict()})
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths, str(REPO_ROOT)])
     return env

@@ -1,7 +1,8 @@
 """Small programs to record: run as ``python tests/record/programs.py KIND``.
 
 - ``forks``: a parent that keeps memory flat and one multiprocessing fork
-  child that appends 4 KB bytes to a list (a leak) until SIGINT;
+  child that appends 4 KB bytes to a list (a leak) until SIGINT; with
+  ``PROGRAM_CHDIR`` set, the parent changes to that folder first;
 - ``hooks``: counts ops, registers a gauge and an idle gauge that reads 3 lost
   slots, and marks idle moments;
 - ``quick``: exits at once with the code given as the second argument.
@@ -29,6 +30,8 @@ def grow_until_stopped() -> None:
 
 
 def forks() -> None:
+    if os.environ.get("PROGRAM_CHDIR"):  # as a daemon does before its workers start
+        os.chdir(os.environ["PROGRAM_CHDIR"])
     child = multiprocessing.get_context("fork").Process(target=grow_until_stopped)
     child.start()
     try:

@@ -20,9 +20,11 @@ from tests.harness.conftest import ROOT
 PROGRAMS = "tests/record/programs.py"
 
 
-def record(out: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def record(out: Path, *args: str, timeout: float = 180, cwd: Path = ROOT,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", "record", "--out", str(out), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def processes(out: Path) -> list[dict[str, object]]:
@@ -127,8 +129,14 @@ def test_a_scenario_recorded_as_a_plain_program_gets_the_verdict_run_gives(
 @pytest.mark.integration
 def test_a_forked_multiprocessing_child_gets_its_own_section(tmp_path: Path) -> None:
     # The child appends 4 KB every 2 ms (about 7 GB/h): a few seconds past the warm-up.
-    done = record(tmp_path / "rec", "--duration", "6s", "--follow-children", "--",
-                  "python", PROGRAMS, "forks")
+    # The program changes directory before it forks, and --out is relative: the child's
+    # recording must still land in the recording folder, and be judged.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = record(Path("rec"), "--duration", "6s", "--follow-children", "--",
+                  "python", str(ROOT / PROGRAMS), "forks", cwd=tmp_path,
+                  env={"PROGRAM_CHDIR": str(elsewhere)})
+    assert not any(elsewhere.iterdir())  # nothing stray under the program's new folder
     found = processes(tmp_path / "rec")
     assert len(found) == 2, done.stdout + done.stderr
     parent, child = found
