@@ -9,7 +9,7 @@ TORCH_PIP_ARGS ?=
 TEST_JOBS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead lint clean
+.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,7 @@ bench: install ## print measured numbers and regenerate docs/benchmarks.md (~1 h
 	$(PY) bench/sampler_overhead.py
 	$(PY) bench/time_to_detect.py
 	$(PY) bench/accuracy.py
+	$(PY) bench/docs_numbers.py
 
 calibrate: install ## re-measure the growth of the fixed scenarios that rates are judged against (~16 min)
 	$(PY) bench/calibrate.py
@@ -77,6 +78,9 @@ false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 
 
 detect-generic: install ## time to detect each regression with the generic budgets only, no cache gauges (~8 min)
 	$(PY) bench/time_to_detect.py --generic --no-check
+
+docs-numbers: install ## rewrite the marked numbers in README.md and docs/incidents.md from docs/benchmarks/*.json
+	$(PY) bench/docs_numbers.py
 
 lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check .
