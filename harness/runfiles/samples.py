@@ -20,7 +20,7 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from harness.runfiles.records import HeaderLine, SampleLine
 
@@ -36,19 +36,46 @@ class SampleWriter:
 
     Never call it from a ``gc.callbacks`` hook or a signal handler: the lock is
     not re-entrant, on purpose, so one line can never interleave with another.
+
+    In a recorded program the descriptor is not only ours: a daemon closes every
+    descriptor it did not open and then opens its own files, which get our number
+    (113 to 464 sample lines once went into a program's data file). So each write
+    first checks that the descriptor still names our file, and reopens the file
+    (appending) when it does not; the program's descriptor is never written to or
+    closed. A reuse between the check and the write is not caught: it needs the
+    program to close and reopen within microseconds of a sample.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = path.open("w", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
         self._closed = False
+        self.reopened = 0  # times the descriptor was found taken and the file reopened
+        self._fd, self._identity, self._file = self._open(os.O_TRUNC)
+
+    def _open(self, how: int) -> tuple[int, tuple[int, int], TextIO]:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | how, 0o644)
+        stat = os.fstat(fd)
+        # closefd=False: the descriptor is closed by us, and only while it is ours.
+        return fd, (stat.st_dev, stat.st_ino), open(
+            fd, "w", encoding="utf-8", buffering=1, closefd=False)
+
+    def _ours(self) -> bool:
+        try:
+            stat = os.fstat(self._fd)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
 
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
-            if not self._closed:  # a sampler thread may outlive close() by one tick
-                self._file.write(line)
+            if self._closed:  # a sampler thread may outlive close() by one tick
+                return
+            if not self._ours():
+                self._fd, self._identity, self._file = self._open(os.O_APPEND)
+                self.reopened += 1
+            self._file.write(line)
 
     def line(self, record: SampleLine) -> None:
         self.write({**record, "t": round(record["t"], 4)})
@@ -65,13 +92,20 @@ class SampleWriter:
         exists, and whose file is its parent's (each line is flushed as it is written,
         so closing the child's descriptor writes nothing)."""
         self._closed = True
-        self._file.close()
+        self._release()
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._file.close()
+                self._release()
+
+    def _release(self) -> None:
+        # A taken descriptor is left alone: every line was flushed as it was written, so
+        # the file object holds nothing for it, and closing it (closefd=False) is a no-op.
+        if self._ours():
+            self._file.close()
+            os.close(self._fd)
 
 
 def header(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> HeaderLine:
