@@ -25,6 +25,7 @@ from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.summary import Summary, load_summary
+from harness.verdicts import INTERRUPTED
 
 DEFAULT_DB = Path("results") / "history.sqlite"
 SCHEMA_VERSION = 2  # 2: a row per judged budget of each run (trends on every signal)
@@ -145,7 +146,8 @@ def append_suite(
     """Append one row per readable run folder, all in one transaction.
 
     ``when`` is the suite's time (default now; a naive datetime is taken as
-    UTC). Folders without a readable ``summary.json`` are skipped and listed.
+    UTC). Folders without a readable ``summary.json``, and runs that were interrupted,
+    are skipped and listed.
     """
     stamp = _utc(when or datetime.now(UTC)).isoformat(timespec="seconds")
     rows, budget_rows, skipped = [], [], []
@@ -154,6 +156,9 @@ def append_suite(
             summary = load_summary(rundir)
         except UsageError as exc:
             skipped.append((rundir, exc.message))
+            continue
+        if summary.verdict == INTERRUPTED:  # cut short: its rates speak for no night
+            skipped.append((rundir, "interrupted before it finished"))
             continue
         rows.append(run_row(rundir, summary, stamp, commit))
         budget_rows += [(rows[-1][0], *budget) for budget in budget_values(summary)]

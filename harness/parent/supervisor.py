@@ -20,6 +20,7 @@ from harness.errors import UsageError
 from harness.parent.tail import SampleTail
 from harness.parent.watchdog import Breach, ProcessTree, Watchdog
 from harness.runfiles.names import (
+    CLOSED_EVENT,
     REFUSED_FILE,
     SAMPLES_FILE,
     STACKS_FILE,
@@ -33,6 +34,7 @@ REFUSED = "refused"  # an Ending status, never a verdict: the runner raises Usag
 POLL_S = 0.1
 FOLLOW_S = 0.5  # progress line refresh
 STOP_WHEN_S = 1.0  # early-stop predicate cadence
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # what a stop request (or a Ctrl-C) sends
 MIN_STOP_GRACE_S = 15.0  # a clean stop still runs the final garbage window
 
 
@@ -197,9 +199,10 @@ class Supervisor:
 
     def _exited(self, code: int) -> Ending:
         wall = self.watchdog.elapsed()
+        if self.stop_reason is not None and (code == 0 or -code in STOP_SIGNALS):
+            return self._after_stop_request(code, wall)
         if code == 0:
-            until = self.decided_through_s if self.stop_reason == "early stop" else None
-            return Ending(*self._clean_end(), code, wall, until)
+            return Ending(*self._clean_end(), code, wall)
         if code == 2:
             return Ending(REFUSED, [self._refusal()], code, wall)
         if code == 3:
@@ -213,6 +216,25 @@ class Supervisor:
             return Ending("crashed", [f"the scenario raised: {self._error()}"], code, wall)
         return Ending("crashed", [f"the worker exited with code {code}: {self._log_tail()}"],
                       code, wall)
+
+    def _after_stop_request(self, code: int, wall: float) -> Ending:
+        """How a worker we asked to stop ended. Its loop may have ended by itself before
+        the request counted: then a run that closed (its end-of-run check passed too)
+        finished, whatever the signal did to its exit; and a worker the stop signal
+        killed is cut short, never a crash (a finished cell of an interrupted check once
+        counted as crashed, and went into the history so)."""
+        self.tail.poll()
+        end = self.tail.events.get("end")
+        by_itself = end is not None and not str(end.get("reason", "")).startswith("stopped")
+        if by_itself and CLOSED_EVENT in self.tail.events:
+            return Ending("finished", ["a stop request arrived after the run had finished."],
+                          code, wall)
+        until = self.decided_through_s if self.stop_reason == "early stop" else None
+        verdict, reasons = self._clean_end()
+        if code < 0:
+            reasons = [*reasons, f"the worker was ended by the stop request "
+                                 f"({signal.Signals(-code).name}) before it closed."]
+        return Ending(verdict, reasons, code, wall, until)
 
     def _clean_end(self) -> tuple[str, list[str]]:
         at = f"after {self.stop_since:.1f} s"

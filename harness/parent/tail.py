@@ -27,6 +27,7 @@ class SampleTail:
         self._line_number = 0
         self.builder: RunDataBuilder | None = None
         self.latest: dict[str, dict[str, Any]] = {}  # newest record per type
+        self.events: dict[str, dict[str, Any]] = {}  # newest event per name (they are few)
 
     def poll(self) -> int:
         """Read what was appended since the last poll; return the new line count."""
@@ -63,3 +64,5 @@ class SampleTail:
         if self.keep_all:
             self.builder.add(record)
         self.latest[str(record["type"])] = record
+        if record["type"] == "event":
+            self.events[str(record.get("name"))] = record

@@ -26,6 +26,7 @@ RSS_PLOT = "rss.png"
 GC_PLOT = "gc.png"
 GARBAGE_PLOT = "garbage.png"
 GAUGES_PLOT = "gauges.png"
+CLOSED_EVENT = "closed"  # the worker's last event: its end-of-run check passed too
 SUITE_INDEX = "index.html"  # a suite's page, two folders above each of its cells
 # A recording (``leak-harness record``): one folder per recorded process inside it.
 PROGRAM_LOG = "program.log"  # the program's own output, as it printed it

@@ -31,7 +31,13 @@ from harness.api import Gauge, RunContext, Workload, load_callable
 from harness.config import RunConfig
 from harness.control import USER_DIR_ENV, Heartbeat, StopRequest, die_with_parent
 from harness.registry import load_scenario
-from harness.runfiles.names import REFUSED_FILE, SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
+from harness.runfiles.names import (
+    CLOSED_EVENT,
+    REFUSED_FILE,
+    SAMPLES_FILE,
+    STACKS_FILE,
+    TRACEBACK_FILE,
+)
 from harness.runfiles.samples import SampleWriter, header
 from harness.runfiles.signals import JUDGED_SIGNALS
 from harness.worker.gcmode import apply_gc_mode
@@ -86,6 +92,8 @@ class Worker:
         self.stop_samplers()
         self.writer.event("end", self.clock(), ops=result.ops, reason=result.reason)
         self.close(workload)
+        # Everything is written and checked: a stop signal from here on ends nothing.
+        self.writer.event(CLOSED_EVENT, self.clock())
         return EXIT_OK
 
     def build(self) -> Workload:

@@ -183,3 +183,11 @@ def test_a_version_1_history_is_upgraded_in_place_and_keeps_its_rows(tmp_path: P
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     assert write_trend_plots(db, tmp_path / "trends")
+
+
+def test_an_interrupted_run_is_kept_out_of_the_history(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    cut = write_summary_only(tmp_path / "cut", "radix", (), "interrupted", 80 * MB)
+    done = write_summary_only(tmp_path / "done", "radix", (), "pass", 1 * MB)
+    appended = append_suite(db, [cut, done], when=START)
+    assert appended.added == 1 and appended.skipped == [(cut, "interrupted before it finished")]
