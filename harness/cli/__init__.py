@@ -27,6 +27,7 @@ from harness.cli.record import RecordCommand
 from harness.cli.report import ReportCommand
 from harness.cli.run import RunCommand
 from harness.errors import UsageError
+from harness.verdicts import EXIT_HARNESS
 
 COMMANDS: tuple[Command, ...] = (
     ListCommand(),
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"leak-harness: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a full disk, a read-only folder: the machine's words, no stack
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"leak-harness: could not write or read{where}: {exc.strerror or exc}.",
+              file=sys.stderr)
+        return EXIT_HARNESS
     except KeyboardInterrupt:
         print("leak-harness: interrupted.", file=sys.stderr)
         return 130

@@ -95,11 +95,22 @@ def default_rundir(name: str) -> Path:
 
 
 def write_report(rundir: Path) -> Path:
-    """The run's ``report.html``; an older summary is first brought up to date in memory."""
+    """The run's ``report.html``; an older summary is first brought up to date in memory.
+    Raises OSError when the folder takes no more (a full disk, a read-only folder)."""
     from harness.analysis.upgrade import upgrade
     from reports.run import write_run_report  # lazy: matplotlib stays off the run path
 
     return write_run_report(rundir, upgrade=upgrade)
+
+
+def report_line(rundir: Path) -> str:
+    """``report: <path>``, or why it could not be written: the verdict printed before it
+    stands (its samples and summary are on disk), so a full disk costs the plots only."""
+    try:
+        return f"report: {write_report(rundir)}"
+    except OSError as exc:
+        return (f"report: not written ({exc.strerror or exc}); the verdict above stands, its "
+                f"samples and summary are in {rundir}")
 
 
 WHERE_SHOWN = 3  # lines of "Where it grows" printed unless --where all

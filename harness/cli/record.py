@@ -22,7 +22,7 @@ from harness.cli.base import (
     default_rundir,
     interrupts,
     print_where,
-    write_report,
+    report_line,
 )
 from harness.config import RunConfig, SamplerIntervals
 from harness.configure import duration_from, merge_budgets
@@ -166,7 +166,7 @@ def show(processes: list[Recorded], verdict: str, stopped: Stopped, show_where: 
         for reason in p.outcome.reasons:
             print(f"  - {reason}")
         print_where(p.outcome.summary.where_it_grows(), show_where, indent="  ")
-        print(f"  report: {write_report(p.outcome.rundir)}")
+        print(f"  {report_line(p.outcome.rundir)}")
     print(f"overall: {verdict} ({len(processes)} process{'es' * (len(processes) != 1)}; "
           f"the program's exit code {stopped.exit_code})")
 

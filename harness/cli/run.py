@@ -21,7 +21,7 @@ from harness.cli.base import (
     default_rundir,
     interrupts,
     print_where,
-    write_report,
+    report_line,
 )
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import duration_from, scenario_config
@@ -69,7 +69,7 @@ class RunCommand:
                 print(f"  - {reason}")
             print_where(outcome.summary.where_it_grows(), args.where)
             print(f"run folder: {outcome.rundir}")
-            print(f"report: {write_report(outcome.rundir)}")
+            print(report_line(outcome.rundir))
         if args.json:
             print_summary_json(outcome.rundir, outcome.verdict, outcome.reasons)
         return signals.exit_code(exit_code(outcome.verdict, args.strict))

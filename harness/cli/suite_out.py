@@ -7,10 +7,12 @@ the reports only draw and word them."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.errors import UsageError
 from harness.history import append_suite, regressions
 from harness.runfiles.samples import short_commit
 from harness.verdicts import ERROR, EXIT_HARNESS, EXIT_PASS, EXIT_REGRESSION
@@ -33,12 +35,18 @@ def finish_suite(
 
     flagged, notes = [], []
     if history is not None:  # first, so the index links the trend plots
-        added = append_suite(history, rundirs, commit=short_commit(target))
-        flagged = regressions(history)
-        plots = write_trend_plots(history, out / TRENDS_DIR)
-        notes.append(f"history: {added.added} rows added to {history}; {len(plots)} trend plots "
-                     f"in {out / TRENDS_DIR}")
-        notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
+        try:
+            added = append_suite(history, rundirs, commit=short_commit(target))
+            flagged = regressions(history)
+            plots = write_trend_plots(history, out / TRENDS_DIR)
+        except (sqlite3.Error, OSError, UsageError) as exc:
+            # The cells ran and were judged: their report must not be lost with the history.
+            notes.append(f"HISTORY NOT UPDATED: {history}: {exc}; the suite report below "
+                         "is complete")
+        else:
+            notes.append(f"history: {added.added} rows added to {history}; {len(plots)} "
+                         f"trend plots in {out / TRENDS_DIR}")
+            notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
     report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade)
     step_summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary:

@@ -1,0 +1,58 @@
+"""Write failures after the work is done: a sentence, the verdict kept, nothing else lost."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.cli.base import report_line
+from harness.cli.suite_out import finish_suite
+from tests.reports.synth import MB, write_summary_only
+
+
+def test_a_history_that_cannot_be_written_loses_neither_the_suite_report_nor_the_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    runs = [write_summary_only(tmp_path / "f", "radix", (), "pass", 1 * MB),
+            write_summary_only(tmp_path / "i", "radix", ("unlink",), "leak", 900 * MB)]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")  # the history's folder cannot be made
+    code = finish_suite(runs, tmp_path / "suite", blocked / "history.sqlite")
+    out = capsys.readouterr().out
+    assert code == 0  # both cells right: the gate says what the cells say
+    assert "HISTORY NOT UPDATED:" in out and "the suite report below is complete" in out
+    for name in ("index.html", "junit.xml", "summary.txt"):
+        assert (tmp_path / "suite" / name).exists()
+
+
+def test_a_report_the_disk_cannot_take_is_a_sentence_beside_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import reports.run
+
+    def full(*_: object, **__: object) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "rss.png"))
+
+    monkeypatch.setattr(reports.run, "write_run_report", full)
+    line = report_line(tmp_path)
+    assert line == (f"report: not written (No space left on device); the verdict above stands, "
+                    f"its samples and summary are in {tmp_path}")
+
+
+def test_an_os_error_in_any_command_is_a_sentence_and_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import harness.cli.report as report_command
+
+    def full(_: Path) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "report.html"))
+
+    run = write_summary_only(tmp_path / "run", "radix", (), "pass")
+    monkeypatch.setattr(report_command, "write_report", full)
+    assert main(["report", str(run)]) == 3
+    err = capsys.readouterr().err
+    assert err == (f"leak-harness: could not write or read {tmp_path / 'report.html'}: "
+                   "No space left on device.\n")
