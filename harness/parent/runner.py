@@ -146,21 +146,33 @@ def reanalyse(rundir: Path) -> RunOutcome:
             from None
     folder_lock.claim(rundir)
     try:
-        return conclude(config, ending_from_samples(data))
+        return conclude(config, ending_from_samples(data, ends_mid_line(rundir / SAMPLES_FILE)))
     finally:
         folder_lock.release(rundir)
 
 
-def ending_from_samples(data: RunData) -> Ending:
+def ending_from_samples(data: RunData, cut_mid_line: bool = False) -> Ending:
     crash = data.event("crash")
     if crash is not None:
         return Ending("crashed", [f"the scenario raised: {crash.get('error', 'an error')}."],
                       None, 0.0)
     if data.event("end") is None:
-        return Ending(INTERRUPTED, ["the run ended without its summary and before the worker's "
-                                   "end (its parent was killed?); the samples were analysed "
-                                   "afresh."], None, 0.0)
+        why = ("its samples end in the middle of a line: the worker could not finish writing "
+               "them (a full disk?)" if cut_mid_line else "its parent was killed?")
+        return Ending(INTERRUPTED, [f"the run ended without its summary and before the "
+                                   f"worker's end ({why}); the samples were analysed afresh."],
+                      None, 0.0)
     return Ending("finished", [], None, 0.0)
+
+
+def ends_mid_line(path: Path) -> bool:
+    """Whether the file's last line lacks its newline (a write the disk refused)."""
+    try:
+        with path.open("rb") as samples:
+            samples.seek(-1, os.SEEK_END)
+            return samples.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def cut_short(verdict: str, reasons: list[str]) -> str:

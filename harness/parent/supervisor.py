@@ -7,11 +7,13 @@ why, in sentences. Analysis comes after, in ``harness.parent.runner``.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from threading import Event
 
 from harness.config import RunConfig
@@ -199,6 +201,9 @@ class Supervisor:
 
     def _exited(self, code: int) -> Ending:
         wall = self.watchdog.elapsed()
+        full = full_disk(self.config.path) if code != 0 else None
+        if full is not None:  # its samples stop where the disk did: nothing to judge by
+            return Ending("error", [full], code, wall)
         if self.stop_reason is not None and (code == 0 or -code in STOP_SIGNALS):
             return self._after_stop_request(code, wall)
         if code == 0:
@@ -271,3 +276,19 @@ class Supervisor:
             return f"exit code {self.process.returncode}, no traceback written (see worker.log)."
         last = lines[-1].strip() if lines else "no message"
         return f"{last} (traceback in {path})."
+
+
+FULL_BELOW = 256 << 10  # bytes free under which a folder's disk counts as full
+
+
+def full_disk(folder: Path) -> str | None:
+    """The sentence for a run folder whose disk is full, else None (or when unknown)."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if free >= FULL_BELOW:
+        return None
+    return (f"the disk holding {folder} is full ({free >> 10} KB free): the worker could not "
+            "write its samples, so the run cannot be judged; free space and run it again.")

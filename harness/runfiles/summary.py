@@ -27,6 +27,7 @@ re-analysing its samples, so the upgrades live with the analysis
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -37,7 +38,7 @@ from harness.errors import UsageError
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.verdicts import VERDICTS
+from harness.verdicts import EXIT_HARNESS, VERDICTS
 
 SUMMARY_SCHEMA = "leak-harness/summary"
 SUMMARY_VERSION = 3
@@ -138,10 +139,12 @@ def write_summary(rundir: Path, summary: Summary) -> Path:
         temporary.replace(path)  # readers never see half a summary
     except OSError as exc:
         temporary.unlink(missing_ok=True)
+        why = f": {summary.reasons[0].rstrip('.')}" if summary.reasons else ""
+        full = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
         raise UsageError(
-            f"cannot write {path}: {exc.strerror or exc}; the samples are kept, and "
+            f"cannot write {path}: {exc.strerror or exc}{full}; the samples are kept, and "
             f"'leak-harness report {rundir}' analyses them again once it can write "
-            f"(the verdict was {summary.verdict})."
+            f"(the verdict was {summary.verdict}{why}).", exit_code=EXIT_HARNESS,
         ) from None
     return path
 

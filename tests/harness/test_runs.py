@@ -334,9 +334,10 @@ def test_a_summary_that_cannot_be_written_is_one_sentence_and_report_recovers_it
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(summary_module.Path, "write_text", full_disk)
-    with pytest.raises(UsageError, match=r"cannot write .*summary.json: No space left on device; "
-                                         r"the samples are kept"):
+    with pytest.raises(UsageError, match=r"cannot write .*summary.json: No space left on device "
+                                         r"\(the disk is full\); the samples are kept") as raised:
         run_fixture(no_leftovers, "HEALTHY")
+    assert raised.value.exit_code == 3  # the harness could not finish: not the user's input
     assert (no_leftovers / SAMPLES_FILE).stat().st_size > 0
     assert not (no_leftovers / "summary.json").exists()
     monkeypatch.setattr(summary_module.Path, "write_text", real)
@@ -355,7 +356,13 @@ def test_report_on_samples_of_a_killed_run_says_interrupted(no_leftovers: Path) 
     (no_leftovers / "summary.json").unlink()
     outcome = reanalyse(no_leftovers)
     assert outcome.verdict == "interrupted"
-    assert "before the worker's end" in outcome.reasons[0]
+    assert "before the worker's end (its parent was killed?)" in outcome.reasons[0]
+    # A write the disk refused leaves half a line: said as what it likely was.
+    (no_leftovers / SAMPLES_FILE).write_text("\n".join(lines[:ended]) + "\n" + lines[ended][:9])
+    (no_leftovers / "summary.json").unlink()
+    cut = reanalyse(no_leftovers)
+    assert cut.verdict == "interrupted"
+    assert "the worker could not finish writing them (a full disk?)" in cut.reasons[0]
 
 
 def test_the_users_folder_is_importable_without_shadowing_installed_packages(
@@ -371,3 +378,25 @@ def test_the_users_folder_is_importable_without_shadowing_installed_packages(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "healthy: pass" in done.stdout
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A real 12 KB tmpfs (root only; skipped where the machine does not allow mounts)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_disk_that_fills_during_the_run_is_called_a_full_disk(small_disk: Path) -> None:
+    with pytest.raises(UsageError) as raised:
+        run_fixture(small_disk / "run", "HEALTHY", duration_s=4.0)
+    text = raised.value.message
+    assert "No space left on device (the disk is full)" in text
+    assert f"(the verdict was error: the disk holding {small_disk / 'run'} is full (" in text
+    assert raised.value.exit_code == 3
