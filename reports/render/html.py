@@ -47,7 +47,10 @@ details summary { cursor: pointer; color: #0969da; margin: 4px 0; }
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """HTML-escaped, and valid UTF-8: bytes that were not (a program's argument, kept by
+    Python as surrogates) are shown as ``\\udcff`` escapes instead of failing the page."""
+    shown = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(shown, quote=True)
 
 
 def page(title: str, parts: Iterable[str]) -> str:

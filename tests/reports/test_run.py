@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import shutil
@@ -21,7 +22,7 @@ from harness.runfiles.names import (
     SUMMARY_FILE,
     TRACEBACK_FILE,
 )
-from harness.runfiles.summary import SUMMARY_VERSION, load_summary
+from harness.runfiles.summary import SUMMARY_VERSION, load_summary, write_summary
 from harness.units import format_duration
 from reports.render.fitline import FitLine
 from reports.run.report import load_run_model, write_run_report
@@ -302,3 +303,14 @@ def test_a_crash_shows_its_traceback_and_a_suite_cell_links_to_the_index(
     write_run(alone, "demo-cache", duration_s=60.0)
     write_run_report(alone)
     assert "index.html" not in page_text(alone)
+
+
+def test_a_command_with_bytes_that_are_not_utf8_still_gets_its_page(tmp_path: Path) -> None:
+    rundir = tmp_path / "odd"
+    write_run(rundir, "demo-cache", duration_s=60.0)
+    summary = load_summary(rundir)
+    # Python keeps an argument's undecodable bytes as surrogates: b"\xff" -> "\udcff".
+    odd = "leak-harness record -- python app.py " + b"\xff\xfe".decode("utf-8", "surrogateescape")
+    write_summary(rundir, dataclasses.replace(summary, command=odd))
+    write_run_report(rundir)
+    assert "python app.py \\udcff\\udcfe" in page_text(rundir)
