@@ -8,12 +8,14 @@ moment; the loader tolerates a truncated last line. Line format: see
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import importlib.metadata
 import importlib.util
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import threading
@@ -54,7 +56,7 @@ class SampleWriter:
         self._fd, self._identity, self._file = self._open(os.O_TRUNC)
 
     def _open(self, how: int) -> tuple[int, tuple[int, int], TextIO]:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | how, 0o644)
+        fd = high(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | how, 0o644))
         stat = os.fstat(fd)
         # closefd=False: the descriptor is closed by us, and only while it is ours.
         return fd, (stat.st_dev, stat.st_ino), open(
@@ -106,6 +108,24 @@ class SampleWriter:
         if self._ours():
             self._file.close()
             os.close(self._fd)
+
+
+HIGH_FD = 700  # above what a program's own files take: it opens the lowest free number
+
+
+def high(fd: int) -> int:
+    """``fd`` moved to a high number (close-on-exec), so a program that closed it does not
+    get it back with its next ``open``; ``fd`` itself where the limit does not allow."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    floor = min(HIGH_FD, soft - 64) if soft != resource.RLIM_INFINITY else HIGH_FD
+    if fd >= floor:
+        return fd
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    except OSError:
+        return fd
+    os.close(fd)
+    return moved
 
 
 def header(config: dict[str, Any], gc_mode_info: dict[str, Any]) -> HeaderLine:

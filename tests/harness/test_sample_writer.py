@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from pathlib import Path
 
-from harness.runfiles.samples import SampleWriter
+from harness.runfiles.samples import HIGH_FD, SampleWriter
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -40,12 +41,23 @@ def test_a_descriptor_taken_by_a_file_of_the_same_number_is_noticed(tmp_path: Pa
     writer = SampleWriter(tmp_path / "samples.jsonl")
     writer.event("start", 0.0)
     data = tmp_path / "mydata.txt"
-    os.close(writer._fd)
     fd = os.open(data, os.O_WRONLY | os.O_CREAT, 0o644)
+    number = writer._fd
+    os.dup2(fd, number)  # the program puts its own file on our number (a daemon's dup2)
     try:
         writer.event("tick", 1.0)  # same number, another file: reopened, not written there
         writer.close()
+        assert os.fstat(number).st_ino == os.fstat(fd).st_ino  # and left open: it is theirs
     finally:
         os.close(fd)
+        os.close(number)
     assert data.read_text() == ""
     assert [line["name"] for line in lines(tmp_path / "samples.jsonl")] == ["start", "tick"]
+
+
+def test_the_descriptor_sits_above_the_numbers_a_program_opens_next(tmp_path: Path) -> None:
+    writer = SampleWriter(tmp_path / "samples.jsonl")
+    try:
+        assert writer._fd >= min(HIGH_FD, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64)
+    finally:
+        writer.close()
