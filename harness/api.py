@@ -70,6 +70,12 @@ class Scenario:
     gc_mode: str = "default"
 
 
+class TargetRejected(Exception):
+    """Raised by a scenario's ``build`` when a ``--target`` cannot run it (methods the
+    scenario calls are missing): the worker refuses the run with this sentence, before
+    any workload, and the face exits 2, as for any other bad input."""
+
+
 def load_callable(spec: str) -> Callable[..., Any]:
     """Import ``"package.module:attr"`` and return the attribute."""
     module_name, sep, attr = spec.partition(":")

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import psutil
 
-from harness.api import Gauge, RunContext, Workload, load_callable
+from harness.api import Gauge, RunContext, TargetRejected, Workload, load_callable
 from harness.config import RunConfig
 from harness.control import USER_DIR_ENV, Heartbeat, StopRequest, die_with_parent
 from harness.registry import load_scenario
@@ -107,6 +107,8 @@ class Worker:
                 options=dict(self.config.options), rundir=self.config.path,
             )
             workload = scenario.build(context)
+        except TargetRejected as exc:  # the user's cache cannot run it: their input, said once
+            raise Refusal(str(exc)) from None
         except Exception as exc:
             raise ScenarioFailure("build") from exc
         with forced_collection():

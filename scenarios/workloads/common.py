@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.api import Gauge, RunContext, Scenario
+from harness.api import Gauge, RunContext, Scenario, TargetRejected
 from scenarios.workloads.exits import PATHS, Exits
-from scenarios.workloads.protocol import PrefixCache
+from scenarios.workloads.protocol import PrefixCache, missing_methods
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
 
@@ -79,6 +79,12 @@ class CacheWorkload:
         shape = dataclasses.replace(shape, **ctx.options.get("traffic", {}))
         self.cache: PrefixCache = call_factory(ctx.factory(factory),
                                                {"inject": ctx.inject, **options})
+        missing = missing_methods(self.cache) if ctx.target else []
+        if missing:  # the run would crash on the first one, after a start-up's wait
+            raise TargetRejected(
+                f"the target {ctx.target!r} builds {type(self.cache).__name__}, which lacks "
+                f"{', '.join(missing)}: the scheduler calls every one of them; "
+                f"'leak-harness doctor --target {ctx.target}' lists every problem at once")
         # The scheduler takes the regressions too: one incident's site is SGLang's scheduler.
         self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load, ctx.seed,
                                    regressions=ctx.inject)

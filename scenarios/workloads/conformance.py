@@ -14,20 +14,15 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.api import RunContext, Scenario, load_callable
+from harness.api import RunContext, Scenario, TargetRejected, load_callable
 from harness.registry import load_scenario
 from harness.runfiles.signals import JUDGED_SIGNALS
-from scenarios.workloads.common import EXITS
+from scenarios.workloads.common import EXITS, call_factory
 from scenarios.workloads.exits import Support
 from scenarios.workloads.overlap import CALLS as OVERLAP_CALLS
 from scenarios.workloads.overlap import missing_calls as missing_overlap_calls
+from scenarios.workloads.protocol import missing_methods
 
-# What the scheduler and the workload call on every cache (scenarios.workloads.protocol).
-REQUIRED = (
-    "match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref", "alloc_request",
-    "extend_request", "cache_unfinished_req", "cache_finished_req", "check_hicache_events",
-    "full_evictable_size", "full_protected_size", "stats", "close",
-)
 OPTIONAL = {
     "pool_accounting": "the idle books check (available + evictable + protected == size) "
                        "is skipped",
@@ -58,6 +53,9 @@ def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis
         return found
     try:
         workload = scenario.build(RunContext(seed=0, target=target))
+    except TargetRejected:  # the missing methods; listed with everything else said of them
+        _methods(call_factory(load_callable(target), {"inject": ()}), found)
+        return found
     except Exception as exc:
         found.problems.append(f"building the cache failed: {_raised(exc)}.")
         return found
@@ -78,7 +76,7 @@ def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis
 
 def _methods(cache: Any, found: Diagnosis) -> bool:
     """False when required methods are missing: driving would only crash on the first."""
-    missing = [name for name in REQUIRED if not callable(getattr(cache, name, None))]
+    missing = missing_methods(cache)
     if missing:
         found.problems.append(f"the cache ({type(cache).__name__}) lacks {', '.join(missing)}: "
                               "the scheduler calls every one of them.")

@@ -16,6 +16,19 @@ from typing import Any, Protocol
 from refcache.pools import PoolAccount
 from refcache.req import Req
 
+# What the scheduler and the workload call on every cache: a target lacking any of
+# them is refused before the run (and named, all at once, by ``leak-harness doctor``).
+REQUIRED = (
+    "match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref", "alloc_request",
+    "extend_request", "cache_unfinished_req", "cache_finished_req", "check_hicache_events",
+    "full_evictable_size", "full_protected_size", "stats", "close",
+)
+
+
+def missing_methods(cache: object) -> list[str]:
+    """The required methods ``cache`` lacks (or has as non-callables), in protocol order."""
+    return [name for name in REQUIRED if not callable(getattr(cache, name, None))]
+
 
 class PrefixCache(Protocol):
     def match_prefix(self, key: Any) -> Any:

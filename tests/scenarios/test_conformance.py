@@ -68,3 +68,16 @@ def test_the_paged_adapter_inserts_directly_and_finds_what_it_inserted() -> None
     cache.engine.release(seq)
     books = cache.pool_accounting()["full"]
     assert books.mismatch == 0 and books.protected == 0
+
+
+@pytest.mark.integration  # starts a worker
+def test_run_refuses_a_target_missing_methods_naming_them_all_before_the_workload(
+    tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["run", "radix-steady", "--target", f"{DOUBLES}:missing_methods",
+                 "--duration", "3s", "--out", f"{tmp_path}/run"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert (f"the target '{DOUBLES}:missing_methods' builds MissingMethods, which lacks evict, "
+            "extend_request: the scheduler calls every one of them") in err
+    assert "doctor --target" in err
