@@ -81,19 +81,34 @@ def test_cell_correctness_rules() -> None:
 ROOT_SPEC = "tests.harness.fixtures.scenarios"
 
 
-def test_the_live_check_table_shows_cell_labels_and_verdicts_literally() -> None:
+def test_the_live_check_table_fits_80_columns_and_tells_the_cells_apart(
+    tmp_path: Path,
+) -> None:
     import io
 
     from rich.console import Console
 
     from harness.cli.check_view import LiveView
+    from harness.parent.matrix import CellResult
+    from harness.parent.runner import RunOutcome
+    from harness.parent.supervisor import Snapshot
+    from harness.runfiles.summary import load_summary
+    from tests.reports.synth import write_summary_only
 
-    cells = plan([TOGGLE])
-    view = LiveView(cells)
+    fixed, injected = plan([TOGGLE])
+    view = LiveView([fixed, injected])
+    view._live = type("Quiet", (), {"update": lambda self, table: None})()
+    view.progress(fixed, Snapshot(23.0, 20.0, 900, 40.0, "measuring", 300_000_000))
+    rundir = write_summary_only(tmp_path / "i", "toggle", ("keep-chunks",), "leak", 1e9)
+    view.landed(CellResult(injected, RunOutcome("leak", rundir, None, load_summary(rundir))))
     buffer = io.StringIO()
-    Console(file=buffer, width=200, color_system=None).print(view._table())
+    Console(file=buffer, width=80, color_system=None).print(view._table())
     text = buffer.getvalue()
-    assert "toggle[fixed]" in text and "toggle[inject:keep-chunks]" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    rows = [line for line in text.splitlines() if "fixed" in line or "+keep-chunks" in line]
+    assert len(rows) == 2 and "toggle" in rows[0] and "toggle" not in rows[1]  # once per group
+    assert "finishing" in rows[0] and "20/20 s" in rows[0] and "23" not in rows[0]
+    assert "leak (ok" in text  # the verdict, not the label again
 
 
 def takes_keep_chunks(**options: object) -> None:
