@@ -151,6 +151,9 @@ def no_data(label: str, why: str) -> Judgement:
     return Judgement("error", "no-data", f"{label}: {why}")
 
 
+FOLD_UNJUDGED = 3  # budgets a short-lived run could not judge, said in one line from here
+
+
 def combine(
     judgements: Sequence[Judgement], outcome: str | None = None, outcome_reason: str | None = None
 ) -> tuple[str, list[str]]:
@@ -160,7 +163,16 @@ def combine(
     if outcome is not None:
         if outcome not in ENDING_VERDICTS:
             raise ValueError(f"process verdict {outcome!r} is not one of {ENDING_VERDICTS}.")
-        return outcome, [outcome_reason or f"the worker process ended: {outcome}.", *reasons]
+        # A run that ended early has little data: one line for the budgets it could
+        # not judge, instead of one each (a crash listed 10), after those it could.
+        unjudged = [j for j in ordered if j.rule == "no-data"]
+        if len(unjudged) < FOLD_UNJUDGED:
+            return outcome, [outcome_reason or f"the worker process ended: {outcome}.", *reasons]
+        judged = [j.reason for j in ordered if j.rule != "no-data"]
+        names = ", ".join(j.reason.partition(":")[0] for j in unjudged)
+        short = [f"too little data before it ended to judge {names}."]
+        return outcome, [outcome_reason or f"the worker process ended: {outcome}.", *judged,
+                         *short]
     verdict = ordered[0].status if ordered else "pass"
     return verdict, reasons
 

@@ -138,6 +138,19 @@ def test_process_outcome_overrides_and_missing_data_is_reported() -> None:
     assert any("work_list" in reason for reason in analysis.reasons)
 
 
+def test_a_crash_with_little_data_says_what_it_could_not_judge_in_one_line() -> None:
+    t = times(30, 1.0)
+    run = run_data((t, linear(t, 100 * MB)))
+    analysis = summarize(run, budgets("rss: 50 MB/h", "work_list: <= 4", "ring: <= 9",
+                                      "slots: <= 0"), outcome="crashed",
+                         outcome_reason="PoolError: double free")
+    assert analysis.reasons[0] == "PoolError: double free"
+    assert ("too little data before it ended to judge work_list, ring, slots."
+            in analysis.reasons)
+    assert not any(r.startswith("work_list:") for r in analysis.reasons)
+    assert any(r.startswith("rss growth") for r in analysis.reasons)  # what it could judge
+
+
 def test_a_budget_without_data_is_an_error_not_a_pass() -> None:
     t = times(5, 1.0)
     analysis = summarize(run_data((t, np.full(t.size, 1e9))), budgets("rss: 50 MB/h"))
