@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.api import load_callable
 from harness.cli.base import check_target_spec, interrupts
 from harness.cli.check_view import make_view
+from harness.cli.report_drawer import ReportDrawer
 from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
@@ -83,8 +84,11 @@ class CheckCommand:
         for sentence in not_applicable:
             print(sentence)
         cancel = threading.Event()
-        with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view:
-            results = run_matrix(cells, options, view, cancel)
+        with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view, \
+                ReportDrawer(view) as drawer:
+            results = run_matrix(cells, options, drawer, cancel)
+            if drawer.waiting():
+                print(f"reports: {drawer.waiting()} still being drawn ...", flush=True)
         if len(results) < len(cells):
             print(f"interrupted: {len(cells) - len(results)} of {len(cells)} cells were not "
                   "started; the suite report covers the others.")
