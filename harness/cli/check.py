@@ -17,7 +17,9 @@ from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
+from harness.history.db import typical_seconds
 from harness.parent.matrix import Cell, CheckOptions, plan, run_matrix
+from harness.parent.shards import pick_shard
 from harness.registry import load_scenario, scenario_names
 
 
@@ -42,7 +44,10 @@ class CheckCommand:
         add("--nightly", action="store_true",
             help="use each scenario's long default duration instead of its check duration")
         add("-j", "--jobs", type=int, default=1, help="cells run at once (default 1)")
-        add("--shard", help="I/N: run only the I-th of N interleaved slices of the cells")
+        add("--shard", help="I/N: run only the I-th of N shards, cells dealt by expected "
+                            "length so the shards end together; 'auto' reads I and N from the "
+                            "CI (GitLab, Buildkite, a Kubernetes Indexed Job, or "
+                            "LEAK_HARNESS_SHARD_INDEX and LEAK_HARNESS_SHARD_COUNT)")
         add("--out", default="results/check", help="folder for run folders and the index")
         add("--seed", type=int, default=0, help="workload seed (default 0)")
         add("--gc-mode", choices=GC_MODES, help="override every scenario's GC mode")
@@ -64,14 +69,16 @@ class CheckCommand:
         check_target_spec(args.target)
         merge_budgets((), args.budget, "--budget")
         scenarios = [load_scenario(name) for name in scenario_names()]
-        cells = plan(scenarios, args.select, args.shard)
+        cells = plan(scenarios, args.select)
         if not cells:
             raise UsageError(f"no cell matches -k {args.select!r} (see 'leak-harness list').")
-        cells, not_applicable = applicable_cells(cells, args.target)
         out = Path(args.out)
         options = CheckOptions(out=out, duration_s=duration_s, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
+        if args.shard:
+            cells = pick_shard(cells, args.shard, options, typical_seconds(Path(args.history)))
+        cells, not_applicable = applicable_cells(cells, args.target)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
             code, rundirs = self._run_cells(cells, options, args, not_applicable)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -305,3 +306,16 @@ def _point(row: Sequence[object], budgets: Sequence[BudgetPoint] = ()) -> Point:
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+def typical_seconds(db: Path, nights: int = 7) -> dict[tuple[str, str], float]:
+    """Per (scenario, column): the median length of its last ``nights`` runs, in seconds
+    (empty when there is no history yet); interrupted runs never entered it."""
+    if not Path(db).exists():
+        return {}
+    found: dict[tuple[str, str], float] = {}
+    for trend in trends(db, None, nights):
+        if trend.points:
+            found[(trend.scenario, trend.column)] = statistics.median(
+                p.duration_s for p in trend.points)
+    return found

@@ -71,21 +71,16 @@ class CheckOptions:
     budgets: tuple[str, ...] = ()
 
 
-def plan(
-    scenarios: Sequence[Scenario], select: str | None = None, shard: str | None = None
-) -> list[Cell]:
+def plan(scenarios: Sequence[Scenario], select: str | None = None) -> list[Cell]:
     """The cells to run: ``select`` is a substring of a ``scenario[cell]`` label or a
     glob over them (``-k 'mamba*'``); a label copied from the output selects its
-    cell even though its brackets read as a glob character class. ``shard`` is
-    ``I/N`` (1-based) for spreading over machines."""
+    cell even though its brackets read as a glob character class. Spreading them
+    over machines is :mod:`harness.parent.shards`'."""
     cells = [Cell(s, inj) for s in scenarios for inj in (None, *s.regressions)]
     if select:
         pattern = select if any(c in select for c in "*?[") else f"*{select}*"
         cells = [c for c in cells
                  if select in c.label or fnmatch.fnmatchcase(c.label, pattern)]
-    if shard:
-        index, count = parse_shard(shard)
-        cells = cells[index - 1 :: count]
     return cells
 
 
@@ -99,14 +94,21 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
+def cell_duration(cell: Cell, options: CheckOptions) -> float:
+    """Seconds of workload: ``--duration``, else the scenario's check (or nightly) length."""
+    if options.duration_s is not None:
+        return options.duration_s
+    scenario = cell.scenario
+    return parse_duration(scenario.default_duration if options.nightly
+                          else scenario.check_duration)
+
+
 def cell_config(cell: Cell, options: CheckOptions) -> RunConfig:
     scenario = cell.scenario
-    default = scenario.default_duration if options.nightly else scenario.check_duration
     return scenario_config(
         scenario,
         options.out / scenario.name / cell.name.replace(":", "-"),
-        duration_s=options.duration_s if options.duration_s is not None
-        else parse_duration(default),
+        duration_s=cell_duration(cell, options),
         inject=() if cell.inject is None else (cell.inject,),
         seed=options.seed,
         target=options.target,

@@ -9,6 +9,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.parent.matrix import CheckOptions, parse_shard, plan, run_matrix
+from harness.parent.shards import deal, expected_seconds, pick_shard, shard_from_environment
 from tests.harness.fixtures.scenarios import TOGGLE
 
 OTHER = replace(TOGGLE, name="other", regressions=("a", "b"))
@@ -33,10 +34,51 @@ def test_a_label_copied_from_the_output_selects_its_cell() -> None:
     assert plan([TOGGLE], injected.label) == [injected]
 
 
-def test_shards_cover_every_cell_once() -> None:
+def test_shards_cover_every_cell_once_and_the_same_inputs_give_the_same_shards() -> None:
     cells = plan([TOGGLE, OTHER])
-    shards = [plan([TOGGLE, OTHER], shard=f"{i}/3") for i in (1, 2, 3)]
+    options = CheckOptions(out=Path("out"))
+    shards = [pick_shard(cells, f"{i}/3", options, {}) for i in (1, 2, 3)]
     assert sorted(c.label for s in shards for c in s) == sorted(c.label for c in cells)
+    again = [pick_shard(list(reversed(cells)), f"{i}/3", options, {}) for i in (1, 2, 3)]
+    assert [{c.label for c in s} for s in again] == [{c.label for c in s} for s in shards]
+
+
+def test_cells_are_dealt_by_length_so_the_shards_end_together() -> None:
+    # Twelve fixed runs of 60 s and twelve injected cells that stop within 5 s: by
+    # position, shard 1 of 2 took every fixed run (720 s against 60 s).
+    many = [replace(TOGGLE, name=f"s{i:02d}", regressions=("r",)) for i in range(12)]
+    cells = plan(many)
+    seconds = {c.label: 60.0 if c.inject is None else 5.0 for c in cells}
+    first, second = deal(cells, 2, lambda c: seconds[c.label])
+    loads = [sum(seconds[c.label] for c in shard) for shard in (first, second)]
+    assert loads == [390.0, 390.0]
+    assert [c.label for c in first] == sorted((c.label for c in first),
+                                              key=[c.label for c in cells].index)  # plan order
+
+
+def test_the_history_knows_a_cells_length_better_than_the_plan() -> None:
+    fixed, injected = plan([TOGGLE])
+    assert expected_seconds(injected, 20.0, {}) == 5.0 + 0.25 * 20.0
+    assert expected_seconds(injected, 20.0, {("toggle", "inject:keep-chunks"): 2.5}) == 2.5
+    assert expected_seconds(fixed, 20.0, {}) == 25.0
+
+
+@pytest.mark.parametrize(("env", "shard"), [
+    ({"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "4"}, (2, 4)),  # GitLab: from 1
+    ({"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}, (1, 3)),  # from 0
+    ({"JOB_COMPLETION_INDEX": "3", "LEAK_HARNESS_SHARD_COUNT": "4"}, (4, 4)),  # Kubernetes
+    ({"LEAK_HARNESS_SHARD_INDEX": "1", "LEAK_HARNESS_SHARD_COUNT": "2"}, (1, 2)),
+])
+def test_shard_auto_reads_the_ci_variables(env: dict[str, str], shard: tuple[int, int]) -> None:
+    assert shard_from_environment(env) == shard
+
+
+def test_shard_auto_without_ci_variables_is_one_sentence() -> None:
+    with pytest.raises(UsageError, match="none of these variable pairs is set: "
+                                         "LEAK_HARNESS_SHARD_INDEX and LEAK_HARNESS_SHARD_COUNT"):
+        shard_from_environment({})
+    with pytest.raises(UsageError, match="not two whole numbers"):
+        shard_from_environment({"CI_NODE_INDEX": "x", "CI_NODE_TOTAL": "4"})
 
 
 @pytest.mark.parametrize("text", ["0/2", "3/2", "x", "1-2"])

@@ -1,0 +1,79 @@
+"""Cells dealt to shards by how long they take, so the shards end together.
+
+A matrix of machines is as slow as its slowest shard. Dealing cells out by
+position gave one shard the long fixed runs and another the injected cells that
+stop within seconds, so cells are dealt by expected length instead: longest
+first, each to the shard with the least work so far (the LPT rule, within 4/3 of
+the best split). The expected length of a cell is the median of its recent runs
+in the history when it has them, else what the plan says: a fixed cell runs its
+whole duration, an injected one stops once its leak is certain (a quarter of the
+duration, until the history knows better). The same cells, durations and count
+give the same shards on every machine: ties go by label.
+
+``--shard auto`` reads the index and count from the CI's own variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+from harness.errors import UsageError
+from harness.parent.matrix import Cell, CheckOptions, cell_duration, parse_shard
+
+INJECTED_SHARE = 0.25  # of its duration, an injected cell's expected length without history
+START_S = 5.0  # a worker's start-up and the analysis after: every cell pays it
+# CI variables: (index variable, count variable, whether the index counts from 0)
+CI_SHARD_VARIABLES = (
+    ("LEAK_HARNESS_SHARD_INDEX", "LEAK_HARNESS_SHARD_COUNT", False),  # any CI, 1-based
+    ("CI_NODE_INDEX", "CI_NODE_TOTAL", False),  # GitLab's parallel jobs
+    ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", True),
+    ("JOB_COMPLETION_INDEX", "LEAK_HARNESS_SHARD_COUNT", True),  # a Kubernetes Indexed Job
+)
+
+
+def shard_from_environment(env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """``(index, count)``, 1-based, from the first CI's variables that are set."""
+    env = os.environ if env is None else env
+    for index_name, count_name, from_zero in CI_SHARD_VARIABLES:
+        if index_name in env and count_name in env:
+            text = f"{env[index_name]}/{env[count_name]}"
+            try:
+                index, count = int(env[index_name]) + from_zero, int(env[count_name])
+            except ValueError:
+                raise UsageError(f"--shard auto: {index_name}/{count_name} is {text!r}, "
+                                 "not two whole numbers.") from None
+            return parse_shard(f"{index}/{count}")
+    names = ", ".join(f"{i} and {c}" for i, c, _ in CI_SHARD_VARIABLES)
+    raise UsageError(f"--shard auto: none of these variable pairs is set: {names}.")
+
+
+def expected_seconds(
+    cell: Cell, duration_s: float, history: Mapping[tuple[str, str], float]
+) -> float:
+    """How long ``cell`` is expected to take: its history's typical length, else the plan's."""
+    known = history.get((cell.scenario.name, cell.name))
+    if known is not None:
+        return known
+    return START_S + (duration_s if cell.inject is None else INJECTED_SHARE * duration_s)
+
+
+def deal(cells: Sequence[Cell], count: int, seconds: Callable[[Cell], float]) -> list[list[Cell]]:
+    """``count`` shards, longest cells first, each to the least loaded shard; every
+    shard then in plan order (the order the cells print in)."""
+    order = {cell.label: i for i, cell in enumerate(cells)}
+    shards: list[list[Cell]] = [[] for _ in range(count)]
+    load = [0.0] * count
+    for cell in sorted(cells, key=lambda c: (-seconds(c), c.label)):
+        lightest = min(range(count), key=lambda i: (load[i], i))
+        shards[lightest].append(cell)
+        load[lightest] += seconds(cell)
+    return [sorted(shard, key=lambda c: order[c.label]) for shard in shards]
+
+
+def pick_shard(cells: Sequence[Cell], shard: str, options: CheckOptions,
+               history: Mapping[tuple[str, str], float]) -> list[Cell]:
+    """This machine's cells: ``shard`` is ``I/N`` or ``auto`` (the CI's variables)."""
+    index, count = shard_from_environment() if shard == "auto" else parse_shard(shard)
+    return deal(cells, count, lambda c: expected_seconds(c, cell_duration(c, options),
+                                                         history))[index - 1]
