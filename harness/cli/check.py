@@ -77,7 +77,11 @@ class CheckCommand:
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
         if args.shard:
+            total = len(cells)
             cells = pick_shard(cells, args.shard, options, typical_seconds(Path(args.history)))
+            if not cells:  # more shards than cells: this machine has nothing to do
+                print(f"shard {args.shard}: no cells ({total} cells over more shards).")
+                return 0
         cells, not_applicable = applicable_cells(cells, args.target)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
