@@ -100,12 +100,15 @@ class CheckCommand:
             results = run_matrix(cells, options, drawer, cancel)
             if drawer.waiting():
                 print(f"reports: {drawer.waiting()} still being drawn ...", flush=True)
-        if len(results) < len(cells):
-            print(f"interrupted: {len(cells) - len(results)} of {len(cells)} cells were not "
-                  "started; the suite report covers the others.")
+        ran = {r.cell.label for r in results}
+        not_started = [f"{c.label}: not started (interrupted)" for c in cells if c.label not in ran]
+        if not_started:
+            print(f"interrupted: {len(not_started)} of {len(cells)} cells were not started; "
+                  "the suite report lists them.")
         history = None if args.no_history else Path(args.history)
         rundirs = [r.outcome.rundir for r in results]
-        code = finish_suite(rundirs, options.out, history, args.target, not_applicable)
+        code = finish_suite(rundirs, options.out, history, args.target,
+                            [*not_applicable, *not_started])
         return signals.exit_code(code), rundirs
 
 

@@ -9,6 +9,7 @@ and a ``failure`` element, carrying the reasons, when a cell is wrong.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,7 +50,7 @@ def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str]
         parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
     parts.append(section("Runs", _summary_table(cells, out)))
     if not_applicable:
-        parts.append(section("Not applicable (not run)", bullet_list(not_applicable)))
+        parts.append(section("Not run", bullet_list(not_applicable)))
     trends = sorted((out / TRENDS_DIR).glob("*.png"))
     if trends:
         links = ", ".join(link(str(p.relative_to(out)), p.stem) for p in trends)
@@ -127,11 +128,18 @@ def _wrong_cell(cell: Cell, out: Path) -> str:
     return title + bullet_list(cell.reasons or ("(the summary gives no reasons)",))
 
 
-def render_junit(cells: Sequence[Cell]) -> bytes:
-    """JUnit XML, UTF-8, with an XML declaration."""
+NOT_RUN = re.compile(r"^(?P<scenario>[^\[]+)\[(?P<column>[^\]]+)\]: (?P<why>.*)$")
+
+
+def render_junit(cells: Sequence[Cell], not_run: Sequence[str] = ()) -> bytes:
+    """JUnit XML, UTF-8, with an XML declaration; ``not_run``: ``"scenario[column]: why"``
+    sentences of cells that did not run (n/a on a target, not started when interrupted),
+    written as skipped test cases so a CI's test view counts them."""
+    skipped = [m for m in map(NOT_RUN.match, not_run) if m is not None]
     failures = sum(not c.correct for c in cells)
     total = f"{sum(c.duration_s for c in cells):.3f}"
-    counts = {"tests": str(len(cells)), "failures": str(failures), "errors": "0", "skipped": "0"}
+    counts = {"tests": str(len(cells) + len(skipped)), "failures": str(failures),
+              "errors": "0", "skipped": str(len(skipped))}
     root = ET.Element("testsuites", {"name": SUITE_NAME, **counts, "time": total})
     suite = ET.SubElement(root, "testsuite", {"name": SUITE_NAME, **counts, "time": total})
     for cell in cells:
@@ -146,6 +154,11 @@ def render_junit(cells: Sequence[Cell]) -> bytes:
             failure.text = "\n".join([*cell.reasons, f"run folder: {cell.rundir}"])
         out = ET.SubElement(case, "system-out")
         out.text = f"verdict: {cell.verdict}\nrun folder: {cell.rundir}\n"
+    for match in skipped:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"{SUITE_NAME}.{match['scenario']}", "name": match["column"],
+            "time": "0.000"})
+        ET.SubElement(case, "skipped", {"message": match["why"]})
     ET.indent(root)
     written: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return written

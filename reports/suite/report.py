@@ -72,7 +72,8 @@ def write_suite_report(
     ``write_missing_reports`` writes a run's ``report.html`` first when it has
     none, so every cell links somewhere. Raises ``ValueError`` for an
     ``expected`` value that is not pass, fail or a verdict. ``not_applicable``:
-    sentences on cells that were not run (injections a user's cache cannot take).
+    ``"scenario[column]: why"`` sentences on cells that were not run (injections a
+    user's cache cannot take, cells an interrupted check never started).
     ``upgrade``: how the face brings an older summary up to date for a missing
     run report (:func:`harness.analysis.upgrade.upgrade`).
     """
@@ -84,7 +85,7 @@ def write_suite_report(
     text = render_text(cells)
     index, junit, summary = out / INDEX_FILE, out / JUNIT_FILE, out / TEXT_FILE
     index.write_text(render_index(cells, out, not_applicable), encoding="utf-8")
-    junit.write_bytes(render_junit(cells))
+    junit.write_bytes(render_junit(cells, not_applicable))
     summary.write_text(text, encoding="utf-8")
     return SuiteReport(cells, text, index, junit, summary)
 

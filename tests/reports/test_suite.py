@@ -136,3 +136,18 @@ def test_the_index_names_each_cells_signal_rate_and_culprit_without_empty_cells(
     assert "<b>demo-unlink</b>" in index and "nothing grows" not in index  # a pass names none
     assert "no regression injected in this scenario" in index  # demo-idle's row
     assert ">–<" not in index and 'rowspan' not in index  # one regression each: no spans
+
+
+def test_cells_that_did_not_run_are_listed_and_skipped_in_junit(tmp_path: Path) -> None:
+    runs = [write_summary_only(tmp_path / "f", "radix", (), "pass", 1 * MB)]
+    not_run = ["radix[inject:split-views]: not started (interrupted)",
+               "mamba[fixed]: not started (interrupted)"]
+    report = write_suite_report(runs, tmp_path / "suite", write_missing_reports=False,
+                                not_applicable=not_run)
+    assert all(sentence in html.unescape(report.index.read_text()) for sentence in not_run)
+    suite = ET.parse(report.junit).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("skipped")) == ("3", "2")
+    skipped = [(c.get("classname"), c.get("name")) for c in suite.findall("testcase")
+               if c.find("skipped") is not None]
+    assert skipped == [("leak-harness.radix", "inject:split-views"),
+                       ("leak-harness.mamba", "fixed")]
