@@ -31,7 +31,7 @@ test: install ## run the unit and integration tests (about 5 minutes; TEST_JOBS=
 test-quick: install ## the tests that start no worker and run no scenario (about a minute)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not integration"
 
-docs-check: install ## run every shell command the README and docs show, from a clean copy (~7 min)
+docs-check: install ## run every shell command the README and docs show, from a clean copy (~6 min)
 	$(PY) -m pytest -q -m docs tests/docs
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell

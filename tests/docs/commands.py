@@ -20,7 +20,7 @@ Skipped: a block after ``<!-- docs-test: skip (reason) -->``, and every command
 one of :data:`SKIP_RULES` matches (each rule says why such a command cannot run
 from a copy of this repository).
 
-Rewritten, so that the whole set runs in about 7 minutes on 2 cores and keeps to
+Rewritten, so that the whole set runs in about 6 minutes on 2 cores and keeps to
 one core at a time (:func:`shorten`): a ``--duration`` over :data:`SHORT_DURATION`
 becomes it (20 s: the shortest window the healthy growth is calibrated over, as
 ``check`` runs a fixed cell; at 10 s a fixed cache on examples.paged_engine was
