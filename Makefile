@@ -7,9 +7,11 @@ NIGHTLY_DURATION ?= 30m
 SHARD ?=
 TORCH_PIP_ARGS ?=
 TEST_JOBS ?= 2
+# extra options for leak-check's `leak-harness check`, last so they win: CHECK_ARGS='-k "mamba*"'
+CHECK_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead docs-numbers lint clean
+.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,14 +26,17 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## create .venv and install leak-harness with its dev tools
 
 test: install ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
-	$(PY) -m pytest -q -n $(TEST_JOBS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs"
 
 test-quick: install ## the tests that start no worker and run no scenario (about a minute)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not integration"
 
+docs-check: install ## run every shell command the README and docs show, from a clean copy (~6 min)
+	$(PY) -m pytest -q -m docs tests/docs
+
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
 	@# Two cells at once on two cores: the load the healthy growth was calibrated under.
-	$(VENV)/bin/leak-harness check -j 2 --out $(RESULTS)/check --history $(RESULTS)/history.sqlite
+	$(VENV)/bin/leak-harness check -j 2 --out $(RESULTS)/check --history $(RESULTS)/history.sqlite $(CHECK_ARGS)
 	@echo "reports: $(RESULTS)/check/index.html (one report.html per run folder)"
 
 nightly: install ## every scenario for NIGHTLY_DURATION (30m) each; SHARD=I/N runs one slice

@@ -11,6 +11,7 @@ early. Cells run one worker each, ``jobs`` at a time.
 from __future__ import annotations
 
 import fnmatch
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from harness.api import Scenario
 from harness.config import RunConfig
 from harness.configure import scenario_config
 from harness.errors import UsageError
+from harness.parent import folder_lock
 from harness.parent.runner import RunOutcome, run
 from harness.parent.supervisor import Snapshot
+from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from harness.runfiles.rundata import RunData
 from harness.units import parse_duration
 from harness.verdicts import cell_correct
@@ -139,10 +142,32 @@ class Observer(Protocol):
     def landed(self, result: CellResult) -> None: ...
 
 
+def clear_previous_run(rundir: Path) -> None:
+    """Empty a cell's folder that holds an earlier check's run, keeping its lock.
+
+    The folder is the cell's own (``<out>/<scenario>/<cell>``), so a second
+    ``make leak-check`` replaces its last result instead of refusing it (exit 2)
+    as ``run --out`` refuses a folder with a run. Under the folder's lock: a run
+    still writing there is refused as before; the cell's run then takes the lock
+    this process holds and releases it when it ends.
+    """
+    if not (rundir / SAMPLES_FILE).exists():
+        return
+    folder_lock.claim(rundir)
+    for entry in rundir.iterdir():
+        if entry.name == LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def run_cell(
     cell: Cell, options: CheckOptions, observer: Observer | None = None, cancel: Event | None = None
 ) -> CellResult:
     config = cell_config(cell, options)
+    clear_previous_run(config.path)
     # Fixed cells pass no predicate, so the parent keeps no samples in memory for them.
     stop = None if cell.inject is None else stop_when_certain(config)
 

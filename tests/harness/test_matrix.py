@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.errors import UsageError
-from harness.parent.matrix import CheckOptions, parse_shard, plan, run_matrix
+from harness.parent import folder_lock
+from harness.parent.matrix import (
+    CheckOptions,
+    clear_previous_run,
+    parse_shard,
+    plan,
+    run_matrix,
+)
 from harness.parent.shards import deal, expected_seconds, pick_shard, shard_from_environment
+from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from tests.harness.fixtures.scenarios import TOGGLE
 
 OTHER = replace(TOGGLE, name="other", regressions=("a", "b"))
@@ -85,6 +95,36 @@ def test_shard_auto_without_ci_variables_is_one_sentence() -> None:
 def test_bad_shards_are_one_sentence(text: str) -> None:
     with pytest.raises(UsageError, match="shard"):
         parse_shard(text)
+
+
+def finished_run(rundir: Path) -> Path:
+    (rundir / "plots").mkdir(parents=True)
+    for name in (SAMPLES_FILE, "summary.json", "report.html", "plots/rss.png"):
+        (rundir / name).write_text("{}\n")
+    return rundir
+
+
+def test_a_second_check_replaces_the_cells_last_run(tmp_path: Path) -> None:
+    """`make leak-check` twice: the cell's folder is emptied, not refused (exit 2)."""
+    rundir = finished_run(tmp_path / "toggle" / "fixed")
+    try:
+        clear_previous_run(rundir)
+        assert [p.name for p in rundir.iterdir()] == [LOCK_FILE]  # held for the cell's run
+    finally:
+        folder_lock.release(rundir)
+    assert list(rundir.iterdir()) == []
+
+
+def test_a_cell_folder_another_run_is_writing_is_refused_and_kept(tmp_path: Path) -> None:
+    rundir = finished_run(tmp_path / "toggle" / "fixed")
+    fd = os.open(rundir / LOCK_FILE, os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live check's cell
+        with pytest.raises(UsageError, match="another run is writing"):
+            clear_previous_run(rundir)
+        assert (rundir / SAMPLES_FILE).exists()
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.integration
