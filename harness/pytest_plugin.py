@@ -199,7 +199,10 @@ def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutc
     try:
         return leak_run(scenario, **kwargs)
     except UsageError as exc:  # a typo in the marker: its sentence, not the plugin's stack
-        pytest.fail(f"@pytest.mark.leak: {exc.message}", pytrace=False)
+        problem = exc.message
+    # Failed outside the except block: inside, pytest printed the sentence twice (the
+    # UsageError, then "during handling of the above exception", the failure).
+    pytest.fail(f"@pytest.mark.leak: {problem}", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

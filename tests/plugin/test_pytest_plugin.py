@@ -83,6 +83,9 @@ def test_marker_typos_fail_with_one_sentence_and_no_plugin_traceback(
         "*@pytest.mark.leak: unknown option 'budget'; known: *budgets*",
     ])
     assert "pytest_plugin.py" not in result.stdout.str()
+    # Once each: not the UsageError and then the failure raised while handling it.
+    assert result.stdout.str().count("unknown scenario 'radix-stedy'") == 1
+    assert "During handling of the above exception" not in result.stdout.str()
 
 
 @pytest.mark.parametrize(("verdict", "expect", "fails"), [
