@@ -314,3 +314,35 @@ def test_a_command_with_bytes_that_are_not_utf8_still_gets_its_page(tmp_path: Pa
     write_summary(rundir, dataclasses.replace(summary, command=odd))
     write_run_report(rundir)
     assert "python app.py \\udcff\\udcfe" in page_text(rundir)
+
+
+def test_the_convicting_plot_draws_each_kind_of_signal_with_its_budget(tmp_path: Path) -> None:
+    """A heap rate, a block count rate and a gauge level, each failing: one panel each."""
+    from harness.analysis.calibration import Calibration
+    from harness.analysis.summary import summarize
+    from harness.budgets import parse_budget
+    from harness.runfiles.rundata import Series
+    from harness.runfiles.summary import Summary
+    from reports.run.judged_plot import judged_plot, judged_series
+    from reports.run.model import build_run_model
+    from tests.analysis.synth import linear, run_data, times
+
+    t = times(120.0, 5.0)
+    run = run_data((t, linear(t, 0.0, 300e6)), gauges={"work_list": (t, 10.0 + 0.0 * t)},
+                   warmup_end_s=2.0)
+    run.memory["heap"] = Series(t, linear(t, 500e6, 90e6), "B")
+    run.memory["py_blocks"] = Series(t, linear(t, 3e6, 6e5), "")
+    texts = ("heap: 10 MB/h", "py_blocks: 250000 /h", "work_list: <= 4")
+    analysis = summarize(run, [parse_budget(x) for x in texts], calibration=Calibration({}))
+    full = analysis.to_json()
+    summary = Summary("demo", [], analysis.verdict, analysis.reasons, full["metrics"],
+                      analysis.time_to_detect_s, 120.0, 1000, "leak-harness run demo",
+                      {"analysis": full["details"]})
+    model = build_run_model(tmp_path, run, summary)
+    failing = [j for j in model.judged if j.failing]
+    assert [(j.series, j.kind) for j in failing] == [
+        ("heap", "rate"), ("py_blocks", "rate"), ("work_list", "level")]
+    assert all(judged_series(run, j.series) is not None for j in failing)
+    assert failing[0].fit is not None and failing[2].fit is None  # a level has its limit
+    assert judged_plot(model, tmp_path / JUDGED_PLOT) == tmp_path / JUDGED_PLOT
+    assert (tmp_path / JUDGED_PLOT).read_bytes()[:8] == PNG_MAGIC
