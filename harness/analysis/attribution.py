@@ -70,6 +70,7 @@ NATIVE_BLIND = (
     "or dlsym bypasses its hooks"
 )
 TOP_NATIVE = 3
+CONTAINERS = ("dict", "list", "tuple", "set", "frozenset", "deque")
 PYTHON_ALLOCATORS = ("_PyObject_", "PyObject_", "_PyMem_", "PyMem_")
 
 
@@ -140,7 +141,12 @@ def where_it_grows(
         # block count, over the whole run, tells retention from turnover: flat, and
         # whatever a window saw growing was replaced, not kept.
         if python is not False:
-            found += [site_finding(s) for s in sites]
+            members = cycle_members(run.garbage_windows)
+            # What a site makes that the explained cycle holds is the cycle's: named once,
+            # by the cycle and its attributes (a line naming the tree code that made the
+            # nodes an evicted record keeps would send the reader to the tree).
+            found += [site_finding(s) for s in sites
+                      if s.kept is None or s.kept.type not in members]
         # Native memory only on a confirmed heap leak: a suspicious heap (a sawtooth whose
         # last tooth the run ended in) is too weak to send anyone to native stacks.
         if "heap" in failing and failing["heap"].status == "leak":
@@ -623,6 +629,16 @@ def shorter(path: str) -> str:
     if head.startswith(HARNESS_ROOT) and sep:
         return f"{head.rsplit('.', 1)[-1]} -> {rest}"
     return path
+
+
+def cycle_members(windows: Sequence[GarbageLine]) -> set[str]:
+    """The classes along the most common explained cycle (``TreeNode.parent`` -> TreeNode);
+    not the containers on it (``dict[]``): a dict made elsewhere may leak on its own."""
+    shapes = aggregate_cycles(c for w in windows for c in w.get("cycles", ()))
+    if not shapes:
+        return set()
+    named = {edge.split(".")[0] for edge in shapes[0].shape if "[" not in edge}
+    return named - set(CONTAINERS)
 
 
 def cycle_findings(windows: Sequence[GarbageLine]) -> list[Finding]:

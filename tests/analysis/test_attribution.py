@@ -326,6 +326,22 @@ def test_a_site_whose_objects_the_run_does_not_keep_is_turnover_not_a_leak() -> 
                                            typed_window(2, 14.0, few)])] == ["tree.py:68"]
 
 
+def test_a_site_making_what_the_explained_cycle_holds_is_the_cycles_not_a_second_culprit(
+) -> None:
+    made = {"tree.py:68": [{"type": "TreeNode", "made": 50, "grew": 240}],  # kept by records
+            "cache.py:40": [{"type": "list", "made": 20, "grew": 95}]}  # kept on its own
+    run = heap_run(200 * MB, [typed_window(1, 6.0, made), typed_window(2, 14.0, made)])
+    run.garbage_windows = [{"type": "garbage", "t": 10.0, "count": 40, "cycles": [
+        {"type": "TreeNode", "path": ["EvictRecord.node", "TreeNode.evict_record"],
+         "length": 2, "retained_bytes": 4096, "retained_objects": 6}]}]
+    found = where_it_grows(run, budgets("heap: 10 MB/h", "py_blocks: 250000 /h"),
+                           [Judgement("leak", "confirmed-growth", "heap"),
+                            Judgement("leak", "confirmed-growth", "py_blocks")],
+                           {"heap": 200 * MB})
+    assert found[0].kind == "cycles" and "EvictRecord.node -> TreeNode" in found[0].text
+    assert [f.site for f in found if f.kind == "python"] == ["cache.py:40"]
+
+
 def test_a_crash_is_named_at_the_innermost_frame_of_the_code_under_test() -> None:
     from harness.analysis.attribution import crash_findings
 
