@@ -11,7 +11,7 @@ TEST_JOBS ?= 2
 CHECK_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead docs-numbers lint clean
+.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -80,6 +80,9 @@ record-overhead: install ## ops/s of a program recorded vs not, sampling alone a
 
 false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 runs at once (~40 min)
 	$(PY) bench/sensitivity.py --non-leaks --seeds 10 --section "false alarms"
+
+loaded-check: install ## make leak-check beside a spinning process, seeds 0-9: wrong cells under load (~70 min)
+	$(PY) bench/loaded_check.py --seeds 10
 
 detect-generic: install ## time to detect each regression with the generic budgets only, no cache gauges (~8 min)
 	$(PY) bench/time_to_detect.py --generic --no-check
