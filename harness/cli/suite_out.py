@@ -47,7 +47,8 @@ def finish_suite(
             notes.append(f"history: {added.added} rows added to {history}; {len(plots)} "
                          f"trend plots in {out / TRENDS_DIR}")
             notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
-    report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade)
+    report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade,
+                                flagged=[flag_sentence(flag) for flag in flagged])
     step_summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary:
         append_step_summary(Path(step_summary), report.cells, flagged_sentences(notes))

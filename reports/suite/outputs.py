@@ -33,9 +33,11 @@ def columns_of(cells: Sequence[Cell]) -> list[str]:
     return [FIXED, *injected] if any(c.column == FIXED for c in cells) else injected
 
 
-def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str] = ()) -> str:
+def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str] = (),
+                 flagged: Sequence[str] = ()) -> str:
     """The suite's page: per scenario, the fixed code's cell beside each injected
-    regression's; links to run reports are relative to ``out``."""
+    regression's; links to run reports are relative to ``out``. ``flagged``: the
+    history's regression flags, each a sentence."""
     wrong = [c for c in cells if not c.correct]
     verdict = "pass" if cells and not wrong else "leak"
     word = "all as expected" if verdict == "pass" else f"{len(wrong)} wrong"
@@ -46,6 +48,8 @@ def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str]
                      "fixed code passes and an injected regression gets a failing verdict "
                      "(leak, crashed, hung, ceiling).", "meta")
     parts = [head, meta]
+    if flagged:
+        parts.append(section("Flagged by the history", bullet_list(flagged)))
     if wrong:
         parts.append(section("Wrong cells", *(_wrong_cell(c, out) for c in wrong)))
     parts.append(section("Runs", _summary_table(cells, out)))

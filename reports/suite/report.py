@@ -66,6 +66,7 @@ def write_suite_report(
     write_missing_reports: bool = True,
     not_applicable: Sequence[str] = (),
     upgrade: Upgrade | None = None,
+    flagged: Sequence[str] = (),
 ) -> SuiteReport:
     """Write ``index.html``, ``junit.xml`` and ``summary.txt`` into ``out``; return them.
 
@@ -75,7 +76,8 @@ def write_suite_report(
     ``"scenario[column]: why"`` sentences on cells that were not run (injections a
     user's cache cannot take, cells an interrupted check never started).
     ``upgrade``: how the face brings an older summary up to date for a missing
-    run report (:func:`harness.analysis.upgrade.upgrade`).
+    run report (:func:`harness.analysis.upgrade.upgrade`). ``flagged``: the history's
+    regression flags, shown first on the index.
     """
     cells = build_cells([Path(d) for d in rundirs], expected or {})
     if write_missing_reports:
@@ -84,7 +86,7 @@ def write_suite_report(
     out.mkdir(parents=True, exist_ok=True)
     text = render_text(cells)
     index, junit, summary = out / INDEX_FILE, out / JUNIT_FILE, out / TEXT_FILE
-    index.write_text(render_index(cells, out, not_applicable), encoding="utf-8")
+    index.write_text(render_index(cells, out, not_applicable, flagged), encoding="utf-8")
     junit.write_bytes(render_junit(cells, not_applicable))
     summary.write_text(text, encoding="utf-8")
     return SuiteReport(cells, text, index, junit, summary)

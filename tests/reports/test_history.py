@@ -191,3 +191,18 @@ def test_an_interrupted_run_is_kept_out_of_the_history(tmp_path: Path) -> None:
     done = write_summary_only(tmp_path / "done", "radix", (), "pass", 1 * MB)
     appended = append_suite(db, [cut, done], when=START)
     assert appended.added == 1 and appended.skipped == [(cut, "interrupted before it finished")]
+
+
+def test_a_flagged_night_says_so_at_the_top_of_the_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli.suite_out import finish_suite
+
+    rng = np.random.default_rng(7)
+    db = tmp_path / "h.sqlite"
+    nightly(db, tmp_path, list(5 * MB + rng.normal(0, 2 * MB, 12)))
+    tonight = write_summary_only(tmp_path / "tonight", "radix", (), "pass", 45 * MB)
+    assert finish_suite([tonight], tmp_path / "suite", db) == 1  # the flag fails the night
+    index = (tmp_path / "suite" / "index.html").read_text(encoding="utf-8")
+    assert "Flagged by the history" in index and "grows more than usual" in index
+    assert index.index("Flagged by the history") < index.index("<h2>Runs</h2>")
