@@ -242,14 +242,16 @@ class Supervisor:
         return Ending(verdict, reasons, code, wall, until)
 
     def _clean_end(self) -> tuple[str, list[str]]:
-        at = f"after {self.stop_since:.1f} s"
+        # Wall time since the worker was started (its start-up included): the summary's
+        # length is seconds of workload, so the reason says which clock it reads.
+        at = f"after {self.stop_since:.1f} s (wall time, with the worker's start-up)"
         if self.stop_reason == "interrupted":
             return "interrupted", [f"interrupted (Ctrl-C or SIGTERM) {at}; the samples so far "
                                    "were analysed."]
         if self.stop_reason == "early stop":
             through = self.decided_through_s
-            seen = f" on the samples up to {through:.1f} s, which the verdict is judged on" \
-                if through is not None else ""
+            seen = (f" on the samples up to {through:.1f} s of workload, which the verdict is "
+                    "judged on") if through is not None else ""
             return "stopped", [f"stopped early {at}: the early-stop condition held{seen}."]
         return "finished", []
 
