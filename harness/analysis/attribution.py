@@ -526,7 +526,9 @@ def resource_groups(census: EventLine | None, signal: str) -> list[ResourceGroup
     """The census's groups of threads or of descriptors (empty without a census)."""
     if census is None:
         return []
-    return (census.get("threads") if signal == "threads" else census.get("fds")) or []
+    groups = (census.get("threads") if signal == "threads" else census.get("fds")) or []
+    # The harness's own samplers run threads too: they are not the code under test.
+    return [g for g in groups if "harness/worker/" not in str(g.get("what", ""))]
 
 
 def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:

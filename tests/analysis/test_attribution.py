@@ -194,7 +194,9 @@ def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
     run.memory["threads"] = Series(t, np.floor(t / 2.0) + 3, "")  # one more every 2 s
     run.memory["fds"] = Series(t, np.full(t.size, 9.0), "")
     run.events.append({"type": "event", "name": "resources", "t": 20.0,
-                       "threads": [{"what": "Flush.run (cache.py:12)", "count": 10}],
+                       "threads": [{"what": "Flush.run (cache.py:12)", "count": 10},
+                                   {"what": "RssSampler._watch (harness/worker/samplers/"
+                                            "rss.py:77)", "count": 1}],  # the harness's own
                        "fds": [{"what": "socket", "count": 2}]})
     result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
     (finding,) = result.details["where"]
