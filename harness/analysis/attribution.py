@@ -512,7 +512,7 @@ def resource_findings(
     for signal, (noun, groups_are, cause) in RESOURCE_WORDS.items():
         if signal not in failing:
             continue
-        groups = resource_groups(census, signal)
+        groups = resource_groups(census, signal, own_folder(run))
         held = "; ".join(f"{g['count']} {g['what']}" for g in groups) or "no census was taken"
         rate = rates.get(signal)
         grows = f"grow ~{format_rate(rate, '/h')}" if rate is not None else "grow"
@@ -522,13 +522,22 @@ def resource_findings(
     return found
 
 
-def resource_groups(census: EventLine | None, signal: str) -> list[ResourceGroup]:
-    """The census's groups of threads or of descriptors (empty without a census)."""
+def resource_groups(census: EventLine | None, signal: str,
+                    rundir: str | None = None) -> list[ResourceGroup]:
+    """The census's groups of threads or of descriptors (empty without a census), less
+    the harness's own: its sampler threads and the files it writes in the run folder."""
     if census is None:
         return []
     groups = (census.get("threads") if signal == "threads" else census.get("fds")) or []
-    # The harness's own samplers run threads too: they are not the code under test.
-    return [g for g in groups if "harness/worker/" not in str(g.get("what", ""))]
+    return [g for g in groups if "harness/worker/" not in str(g.get("what", ""))
+            # a relative run folder ends the absolute path the census read
+            and not (rundir and str(g.get("what", "")).endswith(rundir))]
+
+
+def own_folder(run: RunData) -> str | None:
+    """The run folder, where the harness's own open files are."""
+    folder = run.header.get("config", {}).get("rundir")
+    return str(folder).rstrip("/").removeprefix("./") if folder else None
 
 
 def owner_findings(owners: Sequence[OwnersLine]) -> list[Finding]:

@@ -197,13 +197,18 @@ def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
                        "threads": [{"what": "Flush.run (cache.py:12)", "count": 10},
                                    {"what": "RssSampler._watch (harness/worker/samplers/"
                                             "rss.py:77)", "count": 1}],  # the harness's own
-                       "fds": [{"what": "socket", "count": 2}]})
+                       "fds": [{"what": "socket", "count": 2},
+                               {"what": "file in /runs/r1", "count": 4}]})  # our own files
+    run.header["config"] = {"rundir": "/runs/r1"}
     result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
     (finding,) = result.details["where"]
     assert result.verdict == "leak" and finding["signal"] == "threads"
     assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps
     assert "started and never joined" in finding["text"]
     assert finding["text"].endswith("live threads run: 10 Flush.run (cache.py:12)")
+    from harness.analysis.attribution import resource_groups
+    census = run.event("resources")
+    assert resource_groups(census, "fds", "/runs/r1") == [{"what": "socket", "count": 2}]
 
 
 def test_native_growth_names_the_native_window_sites_or_says_how_to_get_them() -> None:
