@@ -12,13 +12,19 @@ from harness.units import format_rate
 
 
 def trend_line(trend: Trend) -> str:
-    """``mamba-lru[fixed]: 14 runs, latest pass, RSS +1.2 MB/h, verdicts pass x14``"""
+    """``mamba-lru[fixed]: 14 runs, latest pass (...), growth 1.2 MB/h; pass x14``, and the
+    budgets the latest run failed, with their values (a leak convicted on garbage shows
+    there, not as RSS growth)."""
     latest = trend.points[-1]
     growth = "n/a" if latest.growth_per_h is None else format_rate(latest.growth_per_h, "B/h")
     verdicts = Counter(p.verdict for p in trend.points)
     tally = ", ".join(f"{v} x{n}" for v, n in verdicts.most_common())
+    failed = [f"{b.series} {format_rate(b.value, b.unit)} against {b.budget!r}"
+              for b in latest.budgets if b.status in ("leak", "suspicious") and b.value is not None]
+    by = f"; latest failed on {', '.join(failed)}" if failed else ""
     return (f"{trend.scenario}[{trend.column}]: {len(trend.points)} runs, latest "
-            f"{latest.verdict} ({latest.recorded_at:%Y-%m-%d %H:%M}), growth {growth}; {tally}")
+            f"{latest.verdict} ({latest.recorded_at:%Y-%m-%d %H:%M}), growth {growth}; "
+            f"{tally}{by}")
 
 
 class HistoryCommand:

@@ -162,6 +162,10 @@ def test_each_judged_budget_is_kept_and_a_garbage_leak_shows_on_its_own_signal(
     assert by_name["cyclic_garbage"].ci == (19.0, 23.0)
     assert by_name["rss"].share == 0.0 and by_name["rss"].status == "pass"
     assert by_name["idle_pool_mismatch"].share is None  # a limit of 0 has no share
+    from harness.cli.history import trend_line
+    assert trend_line(trend).endswith(
+        "latest failed on cyclic_garbage 21 /kop against 'cyclic_garbage: 0.5 /kop', "
+        "idle_pool_mismatch 3 against 'idle_pool_mismatch: <= 0'")
     (plot,) = write_trend_plots(db, tmp_path / "trends")
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
