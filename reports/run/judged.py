@@ -87,6 +87,12 @@ def _taken_off(analysis: Mapping[str, Any], series: str) -> tuple[tuple[float, f
     return tuple((float(end), float(amount)) for end, amount in steps)
 
 
+def convicting(judged: Sequence[JudgedBudget]) -> list[JudgedBudget]:
+    """The failing budgets, those that confirmed a leak before the suspicious ones (a
+    suspicious RSS interval from 0 says less than a level held over its limit)."""
+    return sorted((j for j in judged if j.failing), key=lambda j: j.status != "leak")
+
+
 def failing_first(
     reasons: Sequence[str], judged: Sequence[JudgedBudget]
 ) -> tuple[list[str], list[str]]:
@@ -111,7 +117,7 @@ def convicting_signal(summary: Summary) -> str:
     +43.7 MB/h [42.3, 45.1] over 'heap: 10 MB/h'"), a process ending's first reason,
     or how many budgets held."""
     judged = judged_budgets(summary)
-    failing = [j for j in judged if j.failing]
+    failing = convicting(judged)
     if not failing:
         if summary.verdict == "pass":
             return f"{len(judged)} budgets held" if judged else "no budget judged"

@@ -27,7 +27,7 @@ from reports.render.figure import (
     shade_warmup,
 )
 from reports.render.numbers import display_unit, format_growth
-from reports.run.judged import JudgedBudget
+from reports.run.judged import JudgedBudget, convicting
 from reports.run.model import RunModel
 from reports.run.plotdata import cumulative_collected
 from reports.run.plots import STATUS_COLOURS, mark_events, span_of
@@ -47,7 +47,7 @@ def judged_plot(model: RunModel, path: Path) -> Path | None:
     run = model.run
     if run is None:
         return None
-    panels = [(j, s) for j in model.judged if j.failing
+    panels = [(j, s) for j in convicting(model.judged)
               if (s := judged_series(run, j.series)) is not None][:MAX_PANELS]
     if not panels:
         return None

@@ -27,7 +27,7 @@ from reports.render.html import (
     table,
 )
 from reports.render.numbers import format_seconds, sig
-from reports.run.judged import failing_first
+from reports.run.judged import convicting, failing_first
 from reports.run.model import MetricRow, RunModel
 
 # Metrics about the process as a whole, shown even without a budget.
@@ -70,7 +70,7 @@ def _header(model: RunModel) -> str:
 def _headline(model: RunModel) -> list[str]:
     """Escaped lines: each failing budget with its amount, detection, the first culprit."""
     summary = model.summary
-    failing = [j for j in model.judged if j.failing]
+    failing = convicting(model.judged)
     lines = [f"<strong>Convicted by {esc(j.series)}</strong>: {esc(j.reason)}"
              + (f" <strong>({esc(j.amount())})</strong>" if j.amount() else "")
              for j in failing[:MAX_HEADLINE]]

@@ -131,8 +131,9 @@ def test_the_index_names_each_cells_signal_rate_and_culprit_without_empty_cells(
     index = html.unescape(report.index.read_text())
     assert "3 budgets held" in index  # each fixed cell
     leak = next(c for c in report.cells if c.column != "fixed")
-    assert leak.verdict == "leak" and leak.signal.startswith("rss +")
-    assert "over 'rss: 50 MB/h'" in leak.signal and leak.signal in index
+    # The confirmed budget convicts, not the suspicious RSS beside it.
+    assert leak.verdict == "leak" and leak.signal.startswith("cyclic_garbage +")
+    assert "over 'cyclic_garbage: 0.5 /kop'" in leak.signal and leak.signal in index
     assert "<b>demo-unlink</b>" in index and "nothing grows" not in index  # a pass names none
     assert "no regression injected in this scenario" in index  # demo-idle's row
     assert ">–<" not in index and 'rowspan' not in index  # one regression each: no spans
