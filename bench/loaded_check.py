@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="first seed (default 0)")
     args = parser.parse_args(argv)
     seeds = list(range(args.first, args.first + args.seeds))
-    rec = Record("loaded_check", "make leak-check under load",
+    # A partial run keeps its own section: seeds 1-3 and 4-5 measured apart both stay.
+    span = "" if seeds == list(range(10)) else f"seeds {seeds[0]}-{seeds[-1]}"
+    rec = Record("loaded_check" + (f"-{span.replace(' ', '-')}" if span else ""),
+                 "make leak-check under load" + (f": {span}" if span else ""),
                  {"seeds": " ".join(map(str, seeds)), "jobs": 2, "load": "one spinning process"})
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-loaded-check-") as tmp:
