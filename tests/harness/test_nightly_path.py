@@ -21,9 +21,11 @@ def test_shards_merge_into_one_site_whose_links_all_resolve(
         code = main(["check", "--nightly", "--duration", "6s", "-k", "radix-steady[fixed]",
                      "--shard", shard, "--no-history",
                      "--out", str(night / f"shard-{shard.replace('/', '-of-')}")])
-        assert code == 0, capsys.readouterr()
+        # The path is under test, not the verdict: 6 s of a healthy cache on a loaded
+        # runner may be judged wrong (exit 1), and the night still merges.
+        assert code in (0, 1), capsys.readouterr()
     assert "no cells (1 cells over more shards)" in capsys.readouterr().out
-    assert main(["report", str(night), "--out", str(night), "--history", str(db)]) == 0
+    assert main(["report", str(night), "--out", str(night), "--history", str(db)]) in (0, 1)
     (trend,) = trends(db)
     assert (trend.scenario, trend.column, len(trend.points)) == ("radix-steady", "fixed", 1)
     # The merged folder is the site: every link of its index resolves inside it.
