@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.analysis.slope import robust_spread, sen_slope
 from harness.runfiles.records import GarbageLine
-from harness.runfiles.rundata import RunData, Series
+from harness.runfiles.rundata import RunData, Series, outside
 
 # The level each side of a window is the median over BRIDGE_S seconds of the
 # series less its slope. The 5 samples nearest the window (half a second) were
@@ -63,9 +63,7 @@ def without(series: Series, windows: Sequence[Span]) -> Series:
     """``series`` minus the samples taken inside any of ``windows``."""
     if not windows or not len(series):
         return series
-    keep = np.ones(series.t.size, dtype=bool)
-    for start, end in windows:
-        keep &= ~((series.t >= start) & (series.t <= end))
+    keep = outside(series.t, windows)
     return Series(series.t[keep], series.v[keep], series.unit)
 
 

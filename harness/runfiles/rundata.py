@@ -12,6 +12,7 @@ plots start from.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,6 +105,15 @@ class RunData:
         The supervisor reports it as the point an early stop decided on.
         """
         return workload_end(self, ops_series(self))
+
+
+def outside(t: FloatArray, spans: Sequence[tuple[float, float]]) -> npt.NDArray[np.bool_]:
+    """Which of the times ``t`` fall outside every ``(start, end)`` span (ends included
+    in the span): the samples an allocation window did not slow down."""
+    keep = np.ones(t.size, dtype=bool)
+    for start, end in spans:
+        keep &= ~((t >= start) & (t <= end))
+    return keep
 
 
 def clean(t: FloatArray, v: FloatArray) -> tuple[FloatArray, FloatArray]:

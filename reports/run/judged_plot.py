@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.runfiles.rundata import Series, clean, ops_series
+from harness.runfiles.rundata import Series, clean, ops_series, outside
 from reports.render.downsample import envelope
 from reports.render.figure import (
     COLOURS,
@@ -30,7 +30,7 @@ from reports.render.numbers import display_unit, format_growth
 from reports.run.judged import JudgedBudget, convicting
 from reports.run.model import RunModel
 from reports.run.plotdata import cumulative_collected
-from reports.run.plots import STATUS_COLOURS, mark_events, span_of
+from reports.run.plots import STATUS_COLOURS, draw_fit, mark_events, span_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from harness.runfiles.rundata import RunData
 
 MAX_PANELS = 4
-BUDGET_COLOUR = "#cf222e"
+BUDGET_COLOUR = STATUS_COLOURS["leak"]
 GARBAGE = "cyclic_garbage"
 
 
@@ -79,7 +79,8 @@ def _panel(axes: Axes, model: RunModel, judged: JudgedBudget, series: Series,
     t, v = clean(series.t, series.v)
     is_bytes = judged.unit.startswith("B")
     divisor, unit = display_unit("B", float(np.max(np.abs(v)))) if is_bytes else (1.0, "")
-    kept = _outside(t, run.traced_spans())
+    windows = run.traced_spans()
+    kept = outside(t, windows)
     for end, amount in judged.taken_off:  # as judged: without what tracemalloc left
         v = np.where(t > end, v - amount, v)
     shown_t, shown_v = envelope(t[kept], v[kept])
@@ -87,14 +88,9 @@ def _panel(axes: Axes, model: RunModel, judged: JudgedBudget, series: Series,
               label=_series_label(judged))
     fit = judged.fit
     shade_warmup(axes, scale, first_s, model.warmup_s, fit.analysed_from_s if fit else None)
-    _shade_windows(axes, scale, run.traced_spans(), float(t.max()))
+    _shade_windows(axes, scale, windows, float(t.max()))
     if fit is not None:
-        band_t, low, high = fit.band()
-        axes.fill_between(scale(band_t), low / divisor, high / divisor, color=COLOURS[4],
-                          alpha=0.15, lw=0, label="95% interval of the growth")
-        ends = np.asarray([fit.analysed_from_s, fit.end_s])
-        axes.plot(scale(ends), fit.at(ends) / divisor, color=COLOURS[4], ls="--", lw=1.6,
-                  label=fit.label)
+        ends = draw_fit(axes, fit, scale, divisor, fit.analysed_from_s)
         budget = fit.at(ends[:1])[0] + judged.limit / 3600.0 * (ends - ends[0])
         axes.plot(scale(ends), budget / divisor, color=BUDGET_COLOUR, ls=":", lw=1.6,
                   label=f"budget {judged.text} (slope from the fit's start)")
@@ -135,13 +131,6 @@ def _series_label(judged: JudgedBudget) -> str:
     if judged.series == GARBAGE:
         return "cyclic garbage the collector freed, running total"
     return f"{judged.series} samples ({judged.status})"
-
-
-def _outside(t: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
-    keep = np.ones(t.size, dtype=bool)
-    for start, end in spans:
-        keep &= ~((t >= start) & (t <= end))
-    return keep
 
 
 def _shade_windows(axes: Axes, scale: TimeScale, spans: list[tuple[float, float]],

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from harness.runfiles.rundata import FloatArray, RunData
+    from reports.render.fitline import FitLine
 
 # Events that move memory by themselves, so a reader does not take them for the workload.
 MARKED_EVENTS = {
@@ -72,12 +73,7 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
     fit = model.rss_fit
     shade_warmup(axes, scale, first, model.warmup_s, fit.analysed_from_s if fit else None)
     if fit is not None:
-        band_t, low, high = fit.band()
-        axes.fill_between(scale(band_t), low / divisor, high / divisor, color=COLOURS[4],
-                          alpha=0.15, lw=0, label="95% interval of the growth")
-        ends = np.asarray([fit.start_s, fit.end_s])
-        axes.plot(scale(ends), fit.at(ends) / divisor, color=COLOURS[4], ls="--", lw=1.6,
-                  label=fit.label)
+        draw_fit(axes, fit, scale, divisor, fit.start_s)
         corner_text(axes, f"RSS {format_growth(fit.per_h, fit.ci, 'B/h')}",
                     status_colour(model, "rss"))
     mark_events(axes, run, scale)
@@ -87,6 +83,19 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
     axes.legend(loc="lower right", fontsize=9)
     axes.grid(alpha=0.3)
     return save(figure, path)
+
+
+def draw_fit(axes: Axes, fit: FitLine, scale: TimeScale, divisor: float,
+             from_s: float) -> FloatArray:
+    """The judged line from ``from_s`` (dashed) over the fan of its slope's 95% interval;
+    returns the line's two ends (s)."""
+    band_t, low, high = fit.band()
+    axes.fill_between(scale(band_t), low / divisor, high / divisor, color=COLOURS[4],
+                      alpha=0.15, lw=0, label="95% interval of the growth")
+    ends: FloatArray = np.asarray([from_s, fit.end_s])
+    axes.plot(scale(ends), fit.at(ends) / divisor, color=COLOURS[4], ls="--", lw=1.6,
+              label=fit.label)
+    return ends
 
 
 def gc_plot(model: RunModel, path: Path) -> Path | None:
