@@ -39,10 +39,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.calibrate import FORMAT, calibration, healthy_growth
+from bench.calibrate import calibration, healthy_growth
 from bench.record import ROOT, Record, importable_here
 from bench.resolution import SIGNALS, UNITS, cell
 from bench.zoo.targets import ZOO
+from harness.analysis.calibration import FORMAT
 from harness.configure import scenario_config
 from harness.parent.runner import run
 from harness.registry import load_scenario
@@ -144,12 +145,13 @@ def publish(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def write_points(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    points = [tuple(p) for r in rows if r["kind"] == "fixed" for p in r["points"]]
+    points = [(p[0], p[1], float(p[2]), float(p[3])) for r in rows if r["kind"] == "fixed"
+              for p in r["points"]]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     document = {"format": FORMAT, "measured": now,
                 "how": f"bench/nightly_length.py --duration {args.duration} --jobs {args.jobs} "
                        f"(seed {SEED}); one point per fixed run, as bench/calibrate.py",
-                "signals": calibration(points)}  # type: ignore[arg-type]
+                "signals": calibration(points)}
     args.points.write_text(json.dumps(document, indent=1), encoding="utf-8")
     print(f"calibration points written to {args.points} (add them: "
           f"python bench/calibrate.py --add {args.points})")
