@@ -11,7 +11,7 @@ TEST_JOBS ?= 2
 CHECK_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check docs-numbers lint clean
+.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -86,6 +86,9 @@ loaded-check: install ## make leak-check beside a spinning process, seeds 0-9: w
 
 detect-generic: install ## time to detect each regression with the generic budgets only, no cache gauges (~8 min)
 	$(PY) bench/time_to_detect.py --generic --no-check
+
+nightly-length: install ## the fixed caches and a 5 MB/h malloc leak judged at 30 minutes, 2 at a time (~95 min)
+	$(PY) bench/nightly_length.py --points results/bench-nightly-length/points.json
 
 docs-numbers: install ## rewrite the marked numbers in README.md and docs/incidents.md from docs/benchmarks/*.json
 	$(PY) bench/docs_numbers.py
