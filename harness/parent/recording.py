@@ -37,6 +37,7 @@ from harness.parent.runner import RunOutcome, conclude
 from harness.parent.supervisor import Ending
 from harness.parent.watchdog import still_running
 from harness.record.bootstrap import ENV, SITE_DIR
+from harness.runfiles.fatal import died_from
 from harness.runfiles.names import (
     CONFIG_FILE,
     PROCESS_PREFIX,
@@ -285,7 +286,8 @@ def conclude_processes(out: Path, stopped: Stopped, command: str) -> list[Record
         start = data.event("start")
         pid = int(start.get("pid", folder.name.removeprefix(PROCESS_PREFIX)) if start
                   else folder.name.removeprefix(PROCESS_PREFIX))
-        ending = program_ending(stopped) if pid == stopped.pid else child_ending(data, pid)
+        ending = (program_ending(stopped, out / PROGRAM_LOG) if pid == stopped.pid
+                  else child_ending(data, pid))
         argv = " ".join(str(a) for a in (start.get("argv", []) if start else []))
         found.append(Recorded(pid, argv, conclude(config, ending, command), pid == stopped.pid))
     return sorted(found, key=lambda r: (not r.is_program, r.pid))
@@ -299,7 +301,7 @@ def warmed_up(config: RunConfig, data: RunData) -> RunConfig:
     return dataclasses.replace(config, warmup_s=float(ready["t"]) + config.warmup_s)
 
 
-def program_ending(stopped: Stopped) -> Ending:
+def program_ending(stopped: Stopped, log: Path) -> Ending:
     code = f"exit code {stopped.exit_code}"
     if stopped.how == INTERRUPTED:
         return Ending(INTERRUPTED, [f"interrupted (Ctrl-C or SIGTERM) after {stopped.wall_s:.0f} "
@@ -309,6 +311,10 @@ def program_ending(stopped: Stopped) -> Ending:
         how = ", then ".join(stopped.signals) or "a signal"
         return Ending("finished", [f"recorded {stopped.wall_s:.0f} s, then stopped with {how} "
                                    f"({code})."], stopped.exit_code, stopped.wall_s)
+    if stopped.exit_code is not None and stopped.exit_code < 0:
+        return Ending("crashed", [died_from(-stopped.exit_code, "the program", log,
+                                            stopped.wall_s)],
+                      stopped.exit_code, stopped.wall_s)
     if stopped.exit_code not in (0, None):
         return Ending("crashed", [f"the program exited with {code} after "
                                   f"{stopped.wall_s:.1f} s (its output: {PROGRAM_LOG})."],

@@ -21,6 +21,7 @@ from harness.control import request_stop
 from harness.errors import UsageError
 from harness.parent.tail import SampleTail
 from harness.parent.watchdog import Breach, ProcessTree, Watchdog
+from harness.runfiles.fatal import died_from
 from harness.runfiles.names import (
     CLOSED_EVENT,
     REFUSED_FILE,
@@ -214,9 +215,8 @@ class Supervisor:
             return Ending("error", [f"the harness failed inside the worker: {self._error()}"],
                           code, wall)
         if code < 0:
-            name = signal.Signals(-code).name
-            hint = " (the kernel's out-of-memory killer?)" if -code == signal.SIGKILL else ""
-            return Ending("crashed", [f"the worker died from {name}{hint}."], code, wall)
+            return Ending("crashed", [died_from(-code, "the worker",
+                                                self.config.path / WORKER_LOG)], code, wall)
         if code == 1 and (self.config.path / TRACEBACK_FILE).exists():
             return Ending("crashed", [f"the scenario raised: {self._error()}"], code, wall)
         return Ending("crashed", [f"the worker exited with code {code}: {self._log_tail()}"],

@@ -21,6 +21,8 @@ multiprocessing finaliser.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import faulthandler
 import importlib.util
 import json
 import os
@@ -68,6 +70,7 @@ def start(settings: dict[str, Any]) -> Recorder:
     folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig.from_dict({**settings["config"], "rundir": str(folder)})
     config.dump(folder / CONFIG_FILE)
+    show_fatal_errors()
     recorder = Recorder(folder, config)
     recorder.start()
     _active = recorder
@@ -75,6 +78,16 @@ def start(settings: dict[str, Any]) -> Recorder:
     if in_multiprocessing_child():
         finalize_at_multiprocessing_exit(recorder)
     return recorder
+
+
+def show_fatal_errors() -> None:
+    """faulthandler on the program's stderr (``program.log``), unless the program set it up
+    itself: a segfault then names the frame it died in, every thread's stack beside it,
+    instead of an exit code alone (a crash under the recorder's threads must be seen)."""
+    if not faulthandler.is_enabled() and sys.stderr is not None:
+        # A stderr without a descriptor cannot take it; the recording goes on.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            faulthandler.enable(all_threads=True)
 
 
 def stop_active(reason: str = "exit") -> None:

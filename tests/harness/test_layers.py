@@ -50,7 +50,7 @@ FORBIDDEN = {
 }
 # Stdlib-only leaves that any layer may import, though their package is forbidden to
 # it: names the contract shares with the layer that owns them.
-LEAVES = ("harness.worker.sampler_names",)
+LEAVES = ("harness.worker.sampler_names", "harness.worker.frames")
 # The vocabulary at the bottom: stdlib only, so every layer may read it.
 STDLIB_ONLY = ("harness.units", "harness.budgets", "harness.basis", *LEAVES)
 # Only the faces draw reports, and always lazily (matplotlib stays off the run path).

@@ -5,14 +5,18 @@
   ``PROGRAM_CHDIR`` set, the parent changes to that folder first;
 - ``hooks``: counts ops, registers a gauge and an idle gauge that reads 3 lost
   slots, and marks idle moments;
-- ``quick``: exits at once with the code given as the second argument.
+- ``quick``: exits at once with the code given as the second argument;
+- ``segfault``: reads address 0 through ctypes after the seconds given, while a
+  second thread sleeps.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import sys
+import threading
 import time
 
 from harness import record
@@ -54,8 +58,20 @@ def hooks() -> None:
         pass
 
 
+def read_address_zero() -> None:
+    ctypes.string_at(0)  # SIGSEGV: what a bug in native code does
+
+
+def segfault(after_s: float) -> None:
+    threading.Thread(target=time.sleep, args=(60,), daemon=True, name="sleeper").start()
+    time.sleep(after_s)
+    read_address_zero()
+
+
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "quick":
         raise SystemExit(int(sys.argv[2]))
+    if kind == "segfault":
+        segfault(float(sys.argv[2]))
     {"forks": forks, "hooks": hooks}[kind]()

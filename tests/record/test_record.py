@@ -199,6 +199,21 @@ def test_bad_programs_are_one_sentence_and_an_exit_code(
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.integration
+def test_a_segfault_names_the_signal_and_the_frame_it_died_in(tmp_path: Path) -> None:
+    done = record(tmp_path / "rec", "--duration", "20s", "--", "python", PROGRAMS, "segfault",
+                  "3", timeout=90)
+    (program,) = processes(tmp_path / "rec")
+    assert program["verdict"] == "crashed" and done.returncode == 1, done.stdout + done.stderr
+    reason = str(program["reasons"][0])  # type: ignore[index]
+    assert reason.startswith("the program died from SIGSEGV after "), reason
+    assert "Fatal Python error: Segmentation fault" in reason, reason
+    assert "the crashing thread was in string_at (" in reason, reason
+    assert "called from read_address_zero (tests/record/programs.py:" in reason, reason
+    assert "other threads were in " in reason, reason
+    assert "program.log has every stack" in reason, reason
+
+
 def test_the_hooks_are_no_ops_without_a_recorder() -> None:
     from harness import record as hooks
 
