@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,32 @@ def test_a_history_that_cannot_be_written_loses_neither_the_suite_report_nor_the
     assert "HISTORY NOT UPDATED:" in out and "the suite report below is complete" in out
     for name in ("index.html", "junit.xml", "summary.txt"):
         assert (tmp_path / "suite" / name).exists()
+
+
+def test_a_history_locked_by_another_writer_past_the_busy_timeout_is_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness.history import db
+
+    runs = [write_summary_only(tmp_path / "f", "radix", (), "pass", 1 * MB)]
+    history = tmp_path / "history.sqlite"
+    with db.connect(history):
+        pass  # the schema in place, as a night before this one left it
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.5)  # the real 60 s, shortened
+    holder = sqlite3.connect(history, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another writer that does not let go
+    try:
+        code = finish_suite(runs, tmp_path / "suite", history)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "HISTORY NOT UPDATED:" in out and "locked" in out, out
+    for name in ("index.html", "junit.xml", "summary.txt"):
+        assert (tmp_path / "suite" / name).exists()
+    with db.connect(history) as conn:  # nothing half-written: the lock's holder left it whole
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
 
 
 def test_a_report_the_disk_cannot_take_is_a_sentence_beside_the_verdict(
