@@ -93,8 +93,9 @@ nightly-length: install ## the fixed caches and a 5 MB/h malloc leak judged at 3
 docs-numbers: install ## rewrite the marked numbers in README.md and docs/incidents.md from docs/benchmarks/*.json
 	$(PY) bench/docs_numbers.py
 
-lint: install ## ruff and mypy --strict
+lint: install ## ruff, mypy --strict and the nightly workflow against GitHub's schema
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/mypy
 
 clean: ## remove run outputs and caches (keeps .venv)
