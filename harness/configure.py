@@ -11,6 +11,10 @@ and form (growth per hour, per 1000 operations, or a level) and keeps every
 other declared budget, so overriding ``rss: 100 MB/h`` keeps ``cyclic_garbage``
 and a declared ``rss: <= 2 GiB``. ``"<metric>: off"`` (or ``{metric: None}``)
 drops every declared budget on that metric.
+
+Long runs: from LONG_RUN_S on, a scenario's ``long_budgets`` replace its budgets
+of the same metric and form before the overrides apply (a 30-minute run resolves
+the heap to kilobytes per hour; a 20-second one to about a megabyte).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from harness.errors import UsageError
 from harness.units import parse_duration
 
 OFF = "off"
+# Runs at least this long are held to the scenario's long budgets: the fixed caches'
+# heap resolution at 10 minutes is at most 0.4 MB/h (docs/benchmarks.md, Resolution).
+LONG_RUN_S = 600.0
 # Budgets as a face takes them: strings ("rss: 50 MB/h", "rss: off") or a mapping
 # from metric to limit, where None switches the scenario's budgets on it off.
 BudgetOverrides = Sequence[str] | Mapping[str, str | None]
@@ -58,7 +65,8 @@ def scenario_config(
     if duration_s is None and max_ops is None:
         duration_s = duration_from("the scenario's default duration", scenario.default_duration)
     limits.setdefault("heartbeat_s", DEFAULT_HEARTBEAT_S)
-    merged = merge_budgets(scenario.budgets, budgets, budgets_from)
+    declared = declared_budgets(scenario, duration_s)
+    merged = merge_budgets(declared, budgets, budgets_from)
     return RunConfig(
         scenario=spec or scenario.name,
         rundir=str(rundir),
@@ -72,9 +80,18 @@ def scenario_config(
         gc_mode=gc_mode or scenario.gc_mode,
         budgets=merged,
         # A user's cache need not publish the reference cache's gauges.
-        skippable_budgets=tuple(b for b in merged if b.text in scenario.budgets) if target else (),
+        skippable_budgets=tuple(b for b in merged if b.text in declared) if target else (),
         **limits,
     )
+
+
+def declared_budgets(scenario: Scenario, duration_s: float | None) -> tuple[str, ...]:
+    """The scenario's budgets for a run of ``duration_s``: its long budgets in place of
+    the same metric's and form's from LONG_RUN_S on (a run bounded by ops alone: not)."""
+    if duration_s is None or duration_s < LONG_RUN_S or not scenario.long_budgets:
+        return scenario.budgets
+    merged = merge_budgets(scenario.budgets, scenario.long_budgets, "the scenario's long budgets")
+    return tuple(budget.text for budget in merged)
 
 
 def merge_budgets(

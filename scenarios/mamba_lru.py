@@ -7,7 +7,12 @@ callbacks), detached-but-alive nodes, and RSS when gen-2 is rare (``--gc-mode
 server``).
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    LONG_BUDGETS,
+    cache_scenario,
+    run_standalone,
+)
 
 SCENARIO = cache_scenario(
     name="mamba-lru",
@@ -16,6 +21,7 @@ SCENARIO = cache_scenario(
     cache_options={"kv_size": 16384, "mamba_size": 48},
     regressions=("mamba-lru-unlink",),
     budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+    long_budgets=LONG_BUDGETS,
 )
 
 if __name__ == "__main__":

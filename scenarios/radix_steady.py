@@ -4,7 +4,12 @@ The control scenario: it measures the harness's own noise floor (RSS slope,
 cyclic garbage) on a cache whose evictions create no reference cycles.
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    LONG_BUDGETS,
+    cache_scenario,
+    run_standalone,
+)
 
 SCENARIO = cache_scenario(
     name="radix-steady",
@@ -12,6 +17,7 @@ SCENARIO = cache_scenario(
     factory="refcache.factories:radix_cache",
     cache_options={"kv_size": 8192},
     budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+    long_budgets=LONG_BUDGETS,
 )
 
 if __name__ == "__main__":

@@ -5,7 +5,12 @@ A small SWA pool forces SWA tombstones of internal nodes; with
 tombstone and its child are deleted.
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    LONG_BUDGETS,
+    cache_scenario,
+    run_standalone,
+)
 
 SCENARIO = cache_scenario(
     name="swa-lru",
@@ -14,6 +19,7 @@ SCENARIO = cache_scenario(
     cache_options={"kv_size": 16384, "swa_size": 2048, "sliding_window": 64},
     regressions=("swa-lru-unlink",),
     budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+    long_budgets=LONG_BUDGETS,
 )
 
 if __name__ == "__main__":

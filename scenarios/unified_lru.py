@@ -4,7 +4,12 @@ With ``unified-lru-unlink`` the per-component lists leave ``lru_prev[pt]`` /
 ``lru_next[pt]`` set on removed nodes; tombstoned components close cycles.
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    LONG_BUDGETS,
+    cache_scenario,
+    run_standalone,
+)
 
 SCENARIO = cache_scenario(
     name="unified-lru",
@@ -13,6 +18,7 @@ SCENARIO = cache_scenario(
     cache_options={"kv_size": 16384, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
     regressions=("unified-lru-unlink",),
     budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+    long_budgets=LONG_BUDGETS,
 )
 
 if __name__ == "__main__":

@@ -52,6 +52,37 @@ def test_defaults_come_from_the_scenario(tmp_path: Path) -> None:
     assert scenario_config(BUDGETED, tmp_path, max_ops=10).duration_s is None
 
 
+@pytest.mark.parametrize(("duration_s", "heap"), [
+    (20.0, "heap: 10 MB/h"), (599.0, "heap: 10 MB/h"), (600.0, "heap: 1 MB/h"),
+    (1800.0, "heap: 1 MB/h"), (None, "heap: 10 MB/h"),  # None: bounded by ops alone
+])
+def test_long_runs_are_held_to_the_long_budgets_in_place_of_the_same_metric(
+    tmp_path: Path, duration_s: float | None, heap: str,
+) -> None:
+    scenario = replace(BUDGETED, budgets=("heap: 10 MB/h", "rss: 50 MB/h"),
+                       long_budgets=("heap: 1 MB/h",))
+    config = scenario_config(scenario, tmp_path, duration_s=duration_s,
+                             max_ops=None if duration_s else 1000)
+    assert texts(config.budgets) == (heap, "rss: 50 MB/h")
+
+
+def test_an_override_still_wins_over_a_long_budget(tmp_path: Path) -> None:
+    scenario = replace(BUDGETED, budgets=("heap: 10 MB/h",), long_budgets=("heap: 1 MB/h",))
+    config = scenario_config(scenario, tmp_path, duration_s=1800.0, budgets=["heap: 5 MB/h"])
+    assert texts(config.budgets) == ("heap: 5 MB/h",)
+
+
+def test_the_measured_caches_hold_the_heap_to_1_mb_per_hour_from_10_minutes(
+    tmp_path: Path,
+) -> None:
+    from harness.registry import load_scenario
+
+    for name in ("radix-steady", "mamba-lru", "swa-lru", "unified-lru"):
+        long = scenario_config(load_scenario(name), tmp_path, duration_s=1800.0)
+        short = scenario_config(load_scenario(name), tmp_path, duration_s=20.0)
+        assert "heap: 1 MB/h" in texts(long.budgets) and "heap: 10 MB/h" in texts(short.budgets)
+
+
 def test_only_declared_budgets_on_a_users_target_may_be_skipped(tmp_path: Path) -> None:
     own = scenario_config(BUDGETED, tmp_path, target="mine:make", budgets=["kept: <= 9"])
     skippable = {b.text for b in own.skippable_budgets}
