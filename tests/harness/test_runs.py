@@ -96,6 +96,18 @@ def test_crash_keeps_traceback_and_samples(no_leftovers: Path) -> None:
     assert outcome.summary.duration_s == crash["t"]  # "crashed after" matches the plot's marker
 
 
+def test_a_segfault_names_the_signal_and_the_frame_the_worker_died_in(
+    no_leftovers: Path,
+) -> None:
+    outcome = run_fixture(no_leftovers, "SEGFAULTING", duration_s=10.0)
+    assert outcome.verdict == "crashed"
+    reason = outcome.reasons[0]
+    assert reason.startswith("the worker died from SIGSEGV: Fatal Python error: "
+                             "Segmentation fault; the crashing thread was in string_at ("), reason
+    assert "called from read_address_zero (tests/harness/fixtures/scenarios.py:" in reason
+    assert reason.endswith("(worker.log has every stack).")
+
+
 def test_hang_is_killed_with_stacks_and_peers_die(no_leftovers: Path) -> None:
     began = time.monotonic()
     outcome = run_fixture(no_leftovers, "HANGING_WITH_PEERS", duration_s=30.0, heartbeat_s=1.5)
