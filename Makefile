@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## create .venv and install leak-harness with its dev tools
 
 test: install ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs"
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs" --durations=12
 
 test-quick: install ## the tests that start no worker and run no scenario (about a minute)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not integration"
