@@ -13,7 +13,12 @@ has room (a large host tier, as in production), and "Where it grows" shows
 tensor storages kept by far smaller views on ``TreeNode.host_value``.
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    LONG_BUDGETS,
+    cache_scenario,
+    run_standalone,
+)
 from scenarios.workloads.traffic import TrafficShape
 
 SCENARIO = cache_scenario(
@@ -30,6 +35,7 @@ SCENARIO = cache_scenario(
     regressions=("hiradix-host-indices-view",),
     shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=256),
     budgets=DEFAULT_BUDGETS,
+    long_budgets=LONG_BUDGETS,
 )
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def test_the_measured_caches_hold_the_heap_to_1_mb_per_hour_from_10_minutes(
 ) -> None:
     from harness.registry import load_scenario
 
-    for name in ("radix-steady", "mamba-lru", "swa-lru", "unified-lru"):
+    for name in ("radix-steady", "mamba-lru", "swa-lru", "unified-lru", "hiradix-multiturn"):
         long = scenario_config(load_scenario(name), tmp_path, duration_s=1800.0)
         short = scenario_config(load_scenario(name), tmp_path, duration_s=20.0)
         assert "heap: 1 MB/h" in texts(long.budgets) and "heap: 10 MB/h" in texts(short.budgets)
