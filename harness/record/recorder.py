@@ -31,7 +31,14 @@ from harness.runfiles.names import SAMPLES_FILE, STOP_FILE
 from harness.runfiles.records import GaugesLine
 from harness.runfiles.samples import SampleWriter, header
 from harness.worker.glibc import fill_thread_cache
-from harness.worker.samplers import Sampler, build_samplers, native_window, start_available
+from harness.worker.samplers import (
+    Sampler,
+    allocation_windows,
+    build_samplers,
+    native_window,
+    start_available,
+)
+from harness.worker.samplers.allocations import AllocationSampler, stop_races_other_threads
 from harness.worker.samplers.gauges import GaugesSampler
 from harness.worker.samplers.native import NativeSampler
 
@@ -41,6 +48,20 @@ FINISH_S = 30.0  # at most this long for another thread's stop() to write the en
 # memray's capture of a busy program takes seconds per second to read (and the
 # window is excluded from every judged rate): a short one names the sites as well.
 NATIVE_S = 0.5
+
+
+class WindowsOffHere(AllocationSampler):
+    """No allocation windows in a recorded program on a Python whose ``tracemalloc.stop()``
+    can crash the program's threads (:func:`stop_races_other_threads`): seen, 2 recorded
+    radix-steady runs of 24 died of SIGSEGV in ``os.getcwd`` as a window stopped.
+    A recorder must never cost the program its run; owner paths still name holders."""
+
+    def unavailable(self) -> str | None:
+        version = ".".join(map(str, sys.version_info[:3]))
+        return (f"allocation windows are off in a recorded program on Python {version}: "
+                "tracemalloc.stop() from the recorder's thread can crash a program thread "
+                "that allocates without the GIL (python/cpython#128679, fixed in 3.12.9 and "
+                "3.13.2)")
 
 
 class LiveGauges(GaugesSampler):
@@ -127,6 +148,8 @@ class Recorder:
         for sampler in build_samplers(self.config, {}):
             if isinstance(sampler, GaugesSampler):
                 sampler = LiveGauges(HOOKS.gauges, every)
+            elif isinstance(sampler, AllocationSampler) and stop_races_other_threads():
+                sampler = WindowsOffHere(*allocation_windows(self.config))
             elif isinstance(sampler, NativeSampler):
                 start, length = native_window(self.config)
                 sampler = NativeSampler(start, min(length, NATIVE_S), read_aside=True)

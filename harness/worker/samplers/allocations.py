@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import tracemalloc
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -37,6 +38,21 @@ from harness.worker.samplers.base import BaseSampler
 TOP_SITES = 10
 FRAMES = 8  # stack depth kept per trace: enough to reach the caller that owns the data
 TOP_TYPES = 3  # types named per site
+
+
+def stop_races_other_threads() -> bool:
+    """Whether ``tracemalloc.stop()`` here can crash a thread allocating without the GIL.
+
+    Before CPython 3.12.9 and 3.13.2 (python/cpython#128679), a thread that enters
+    tracemalloc's raw-allocator hook without the GIL (``os.getcwd`` does, and any C code
+    calling ``PyMem_RawMalloc`` between ``Py_BEGIN_ALLOW_THREADS`` and its end) waits
+    for the GIL, and if the thread holding it stops tracing meanwhile, records its trace
+    into freed memory: SIGSEGV. The worker starts and stops windows on the thread that
+    runs the workload, so none of its own threads can be there; a recorder's polling
+    thread runs beside the program's.
+    """
+    version = sys.version_info[:3]
+    return version < (3, 12, 9) or (3, 13, 0) <= version < (3, 13, 2)
 
 
 @dataclass
