@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.calibrate import calibration, healthy_growth
 from bench.record import ROOT, Record, importable_here
-from bench.resolution import SIGNALS, UNITS, cell
+from bench.resolution import SIGNALS, UNITS, cell, signal_figures
 from bench.zoo.targets import ZOO
 from harness.analysis.calibration import FORMAT
 from harness.configure import scenario_config
@@ -63,20 +63,10 @@ SEED = 21  # a seed no calibration run used (calibrate.py: 0 to 7; resolution: 1
 def fixed_row(name: str, duration_s: float, keep: Path) -> dict[str, Any]:
     rundir = keep / f"{name}-fixed"
     outcome = run(scenario_config(load_scenario(name), rundir, duration_s=duration_s, seed=SEED))
-    metrics = outcome.summary.metrics
-    row: dict[str, Any] = {"scenario": name, "kind": "fixed", "duration_s": duration_s,
-                           "verdict": outcome.verdict, "reasons": outcome.summary.reasons[:3],
-                           "points": [list(p) for p in healthy_growth(rundir, name)]}
-    for signal in SIGNALS:
-        growth = next((m for key, m in metrics.items() if key.startswith(f"{signal}_")
-                       and key.endswith("growth") and m.get("status")), None)
-        resolution = metrics.get(f"{signal}_resolution", {}).get("value")
-        if growth is None or resolution is None:
-            continue
-        low, high = growth.get("ci") or (float("nan"), float("nan"))
-        row[signal] = {"resolution": float(resolution), "half": (high - low) / 2.0,
-                       "slope": float(growth["value"]), "status": growth.get("status")}
-    return row
+    return {"scenario": name, "kind": "fixed", "duration_s": duration_s,
+            "verdict": outcome.verdict, "reasons": outcome.summary.reasons[:3],
+            "points": [list(p) for p in healthy_growth(rundir, name)],
+            **signal_figures(outcome.summary.metrics)}
 
 
 def leak_row(duration_s: float, keep: Path) -> dict[str, Any]:

@@ -44,7 +44,17 @@ def one_run(name: str, duration_s: float, seed: int, out: Path) -> dict[str, Any
     summary = json.loads((rundir / "summary.json").read_text())
     metrics = summary.get("metrics", {})
     found: dict[str, Any] = {"scenario": name, "duration_s": duration_s,
-                             "verdict": outcome.verdict}
+                             "verdict": outcome.verdict, **signal_figures(metrics)}
+    print(f"  {name} {duration_s:g} s: {outcome.verdict}, heap resolution "
+          f"{format_rate(found.get('heap', {}).get('resolution', float('nan')), 'B/h')}",
+          flush=True)
+    return found
+
+
+def signal_figures(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per judged signal: the resolution the run stated, its interval's half-width
+    (noise), the judged slope and its status."""
+    figures: dict[str, dict[str, Any]] = {}
     for signal in SIGNALS:
         growth = next((m for key, m in metrics.items() if key.startswith(f"{signal}_")
                        and key.endswith("growth") and m.get("status")), None)
@@ -52,12 +62,9 @@ def one_run(name: str, duration_s: float, seed: int, out: Path) -> dict[str, Any
         if growth is None or resolution is None:
             continue
         low, high = growth.get("ci") or (float("nan"), float("nan"))
-        found[signal] = {"resolution": float(resolution), "half": (high - low) / 2.0,
-                         "slope": float(growth["value"])}
-    print(f"  {name} {duration_s:g} s: {outcome.verdict}, heap resolution "
-          f"{format_rate(found.get('heap', {}).get('resolution', float('nan')), 'B/h')}",
-          flush=True)
-    return found
+        figures[signal] = {"resolution": float(resolution), "half": (high - low) / 2.0,
+                           "slope": float(growth["value"]), "status": growth.get("status")}
+    return figures
 
 
 def cell(found: dict[str, Any], signal: str) -> str:
