@@ -2,7 +2,7 @@
 
 The leak-harness pytest plugin (markers ``leak``, fixtures ``leak_run`` and
 ``leak_result``, options ``--leak-duration`` / ``--leak-results``) is loaded by
-``addopts`` in pyproject.toml as ``-p harness.pytest_plugin``, with its entry
+``addopts`` in pyproject.toml as ``-p leak_harness.pytest_plugin``, with its entry
 point blocked (``-p no:leak_harness``): not with ``pytest_plugins`` here, which
 pytest would refuse as a second registration of the module while the entry point
 is installed. Here: a deterministic hypothesis profile, so every property test

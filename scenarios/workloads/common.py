@@ -205,6 +205,6 @@ def cache_scenario(
 
 def run_standalone(scenario: Scenario, argv: list[str] | None = None) -> int:
     """``python scenarios/mamba_lru.py [run options]`` is ``leak-harness run mamba-lru``."""
-    from harness.cli import main
+    from leak_harness.cli import main
 
     return main(["run", scenario.name, *(sys.argv[1:] if argv is None else argv)])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from leak_harness.cli import main
 
 RUN = ["run", "radix-steady"]
 BAD: list[tuple[list[str], str]] = [

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from harness import registry
-from harness.cli import build_parser, main
-from harness.cli.run import config_from_args
 from harness.config import RunConfig, read_budgets, reproduce_command
 from harness.configure import merge_budgets
 from harness.errors import UsageError
 from harness.parent.progress import ProgressLine, render
 from harness.parent.supervisor import Snapshot
+from leak_harness.cli import build_parser, main
+from leak_harness.cli.run import config_from_args
 from tests.harness.conftest import spec
 
 
@@ -216,7 +216,7 @@ def test_a_target_in_the_current_folder_loads_in_the_parent_too() -> None:
 def test_where_it_grows_prints_the_three_most_certain_lines_unless_asked_for_all(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli.base import print_where
+    from leak_harness.cli.base import print_where
 
     lines = ["first", "second", "third", "fourth", "fifth"]
     print_where(lines, "top")
@@ -231,8 +231,8 @@ def test_where_it_grows_prints_the_three_most_certain_lines_unless_asked_for_all
 
 
 def test_exit_codes_tell_a_regression_from_a_broken_tool() -> None:
-    from harness.cli.suite_out import suite_exit_code
     from harness.verdicts import exit_code
+    from leak_harness.cli.suite_out import suite_exit_code
 
     assert [exit_code(v) for v in ("pass", "suspicious", "leak", "crashed", "hung", "ceiling",
                                    "error", "interrupted")] == [0, 0, 1, 1, 1, 1, 3, 130]
@@ -246,7 +246,7 @@ def test_exit_codes_tell_a_regression_from_a_broken_tool() -> None:
 def test_version_and_the_exit_code_table_are_in_the_help(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli import main
+    from leak_harness.cli import main
 
     with pytest.raises(SystemExit) as done:
         main(["--version"])
@@ -258,7 +258,7 @@ def test_version_and_the_exit_code_table_are_in_the_help(
 
 
 def test_the_job_summary_is_a_markdown_table_appended_to_the_file(tmp_path: Path) -> None:
-    from harness.cli.suite_out import append_step_summary
+    from leak_harness.cli.suite_out import append_step_summary
     from reports.suite.model import Cell
 
     cells = [Cell("radix-steady", "fixed", "pass", "pass", tmp_path, 20.0, None, ()),
@@ -277,7 +277,7 @@ def test_the_job_summary_is_a_markdown_table_appended_to_the_file(tmp_path: Path
 def test_the_projects_table_gives_defaults_and_the_command_line_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli.project_config import load_defaults
+    from leak_harness.cli.project_config import load_defaults
 
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\n\n[tool.leak-harness]\njobs = 2\nseed = 7\n'

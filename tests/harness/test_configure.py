@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from harness.budgets import Budget
-from harness.cli import main
 from harness.configure import merge_budgets, scenario_config
 from harness.errors import UsageError
 from harness.parent.matrix import CheckOptions, plan, run_matrix
-from harness.pytest_plugin import LeakRunner
 from harness.runfiles.summary import load_summary
+from leak_harness.cli import main
+from leak_harness.pytest_plugin import LeakRunner
 from tests.harness.conftest import spec
 from tests.harness.fixtures.scenarios import BUDGETED
 

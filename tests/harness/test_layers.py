@@ -22,31 +22,30 @@ from tests.harness.conftest import ROOT
 FORBIDDEN = {
     "refcache": ("harness", "scenarios", "reports"),
     "harness": ("refcache", "scenarios"),
-    "harness.worker": ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
-                       "harness.pytest_plugin", "reports"),
+    "harness.worker": ("harness.parent", "leak_harness", "harness.analysis", "harness.configure",
+                       "reports"),
     # The recorder runs inside someone else's program: the worker's rules, and the
     # hooks module (harness.record itself) imports nothing of the harness at all.
-    "harness.record": ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
-                       "harness.pytest_plugin", "reports"),
+    "harness.record": ("harness.parent", "leak_harness", "harness.analysis", "harness.configure",
+                       "reports"),
     # The libraries the samplers share sit below them and never call back up.
     "harness.worker.heapgraph": ("harness.worker.samplers",),
     "harness.worker.glibc": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.worker.frames": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.worker.resources": ("harness.worker.samplers", "harness.worker.heapgraph"),
-    "harness.analysis": ("harness.parent", "harness.worker", "harness.cli", "reports"),
-    "harness.runfiles": ("harness.parent", "harness.worker", "harness.cli", "harness.analysis",
+    "harness.analysis": ("harness.parent", "harness.worker", "leak_harness.cli", "reports"),
+    "harness.runfiles": ("harness.parent", "harness.worker", "leak_harness", "harness.analysis",
                          "reports"),
-    "harness.parent": ("harness.cli", "reports"),
+    "harness.parent": ("leak_harness.cli", "reports"),
     # The supervisor watches a run; it decides nothing from the samples' statistics.
     "harness.parent.supervisor": ("harness.analysis",),
     # The contract: what a run is, built from the vocabulary below it, never from the
     # layers that carry it out.
-    "harness.config": ("harness.worker", "harness.analysis", "harness.parent", "harness.cli"),
-    "harness.configure": ("harness.worker", "harness.analysis", "harness.parent", "harness.cli"),
-    "harness.history": ("harness.parent", "harness.worker", "harness.cli", "reports"),
+    "harness.config": ("harness.worker", "harness.analysis", "harness.parent", "leak_harness"),
+    "harness.configure": ("harness.worker", "harness.analysis", "harness.parent", "leak_harness"),
+    "harness.history": ("harness.parent", "harness.worker", "leak_harness", "reports"),
     # Reports render what the summary holds; they never analyse.
-    "reports": ("harness.parent", "harness.worker", "harness.cli", "harness.pytest_plugin",
-                "harness.analysis"),
+    "reports": ("harness.parent", "harness.worker", "leak_harness", "harness.analysis"),
 }
 # Stdlib-only leaves that any layer may import, though their package is forbidden to
 # it: names the contract shares with the layer that owns them.
@@ -54,9 +53,9 @@ LEAVES = ("harness.worker.sampler_names", "harness.worker.frames")
 # The vocabulary at the bottom: stdlib only, so every layer may read it.
 STDLIB_ONLY = ("harness.units", "harness.budgets", "harness.basis", *LEAVES)
 # Only the faces draw reports, and always lazily (matplotlib stays off the run path).
-REPORT_FACES = ("harness.cli", "harness.pytest_plugin")
+REPORT_FACES = ("leak_harness.cli", "leak_harness.pytest_plugin")
 # What the worker process may not load at all: the parent's side, plotting, statistics.
-WORKER_NEVER = ("harness.parent", "harness.cli", "harness.analysis", "harness.configure",
+WORKER_NEVER = ("harness.parent", "leak_harness.cli", "harness.analysis", "harness.configure",
                 "reports", "matplotlib", "numpy", "scipy")
 
 
@@ -175,8 +174,8 @@ def test_the_cycle_finder_finds_one() -> None:
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     sample = tmp_path / "lazy.py"
-    sample.write_text("def f():\n    from reports.suite import x\n    import harness.cli\n")
-    assert {"reports.suite", "reports.suite.x", "harness.cli"} <= set(imports(sample))
+    sample.write_text("def f():\n    from reports.suite import x\n    import leak_harness.cli\n")
+    assert {"reports.suite", "reports.suite.x", "leak_harness.cli"} <= set(imports(sample))
 
 
 @pytest.mark.parametrize("entry", ["harness.worker.main", "harness.worker.samplers",

@@ -144,7 +144,7 @@ def test_matrix_passes_fixed_catches_injected_and_stops_early(tmp_path: Path) ->
     report = write_suite_report([r.outcome.rundir for r in results], tmp_path / "suite")
     assert report.ok and report.index.exists() and report.junit.exists()
 
-    from harness.cli.check import suite_json
+    from leak_harness.cli.check import suite_json
 
     data = suite_json([r.outcome.rundir for r in results], 0)
     assert data["ok"] is True and data["exit_code"] == 0
@@ -170,11 +170,11 @@ def test_the_live_check_table_fits_80_columns_and_tells_the_cells_apart(
 
     from rich.console import Console
 
-    from harness.cli.check_view import LiveView
     from harness.parent.matrix import CellResult
     from harness.parent.runner import RunOutcome
     from harness.parent.supervisor import Snapshot
     from harness.runfiles.summary import load_summary
+    from leak_harness.cli.check_view import LiveView
     from tests.reports.synth import write_summary_only
 
     fixed, injected = plan([TOGGLE])
@@ -201,7 +201,7 @@ takes_keep_chunks.regressions = ("keep-chunks",)  # type: ignore[attr-defined]
 
 
 def test_on_a_users_target_injected_cells_are_na_unless_the_factory_declares_them() -> None:
-    from harness.cli.check import applicable_cells
+    from leak_harness.cli.check import applicable_cells
 
     cells = plan([TOGGLE])
     runnable, na = applicable_cells(cells, "tests.harness.fixtures.scenarios:wait_forever")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
 from harness.history import trends
+from leak_harness.cli import main
 
 pytestmark = pytest.mark.integration  # runs a scenario in a worker
 

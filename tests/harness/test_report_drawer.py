@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cli.check_view import PlainView
-from harness.cli.report_drawer import ReportDrawer
 from harness.parent.matrix import CellResult, plan
 from harness.parent.runner import RunOutcome
 from harness.runfiles.names import REPORT_FILE
 from harness.runfiles.summary import load_summary
+from leak_harness.cli.check_view import PlainView
+from leak_harness.cli.report_drawer import ReportDrawer
 from tests.harness.fixtures.scenarios import TOGGLE
 from tests.reports.synth import write_run
 

@@ -335,8 +335,8 @@ def test_a_summary_that_cannot_be_written_is_one_sentence_and_report_recovers_it
 ) -> None:
     import errno
 
-    from harness.cli import main
     from harness.runfiles import summary as summary_module
+    from leak_harness.cli import main
 
     real = Path.write_text
 

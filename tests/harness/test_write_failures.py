@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.cli.base import report_line
-from harness.cli.suite_out import finish_suite
+from leak_harness.cli import main
+from leak_harness.cli.base import report_line
+from leak_harness.cli.suite_out import finish_suite
 from tests.reports.synth import MB, write_summary_only
 
 
@@ -72,7 +72,7 @@ def test_a_report_the_disk_cannot_take_is_a_sentence_beside_the_verdict(
 def test_an_os_error_in_any_command_is_a_sentence_and_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import harness.cli.report as report_command
+    import leak_harness.cli.report as report_command
 
     def full(_: Path) -> Path:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "report.html"))

@@ -13,8 +13,8 @@ LEAKY = "tests.harness.fixtures.scenarios:LEAKY"
 # without the installed entry point too (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, a
 # plain checkout). The entry point, where installed, is blocked first: pytest
 # refuses one module registered under two names ("leak_harness" and
-# "harness.pytest_plugin"). The same pair is in the outer run's addopts.
-PLUGIN = ("-p", "no:leak_harness", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider")
+# "leak_harness.pytest_plugin"). The same pair is in the outer run's addopts.
+PLUGIN = ("-p", "no:leak_harness", "-p", "leak_harness.pytest_plugin", "-p", "no:cacheprovider")
 
 TEST_FILE = f"""
 import pytest
@@ -102,8 +102,8 @@ def test_a_leak_test_fails_the_build_by_the_same_rule_as_the_cli(
     from pathlib import Path
 
     from harness.parent.runner import RunOutcome
-    from harness.pytest_plugin import judge
     from harness.runfiles.summary import load_summary
+    from leak_harness.pytest_plugin import judge
     from tests.reports.synth import write_summary_only
 
     rundir = write_summary_only(Path(str(tmp_path)) / "run", "demo", (), verdict)
@@ -171,8 +171,8 @@ def test_strict_fails_a_suspicious_run_as_the_cli_does(tmp_path: pytest.TempPath
     from pathlib import Path
 
     from harness.parent.runner import RunOutcome
-    from harness.pytest_plugin import judge
     from harness.runfiles.summary import load_summary
+    from leak_harness.pytest_plugin import judge
     from tests.reports.synth import write_summary_only
 
     rundir = write_summary_only(Path(str(tmp_path)) / "run", "demo", (), "suspicious")

@@ -131,7 +131,7 @@ def test_a_file_that_is_not_a_database_is_a_sentence(tmp_path: Path) -> None:
 def test_the_history_command_writes_plots_only_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli import main
+    from leak_harness.cli import main
 
     db = tmp_path / "h.sqlite"
     nightly(db, tmp_path / "runs", [5 * MB] * 4)
@@ -162,7 +162,7 @@ def test_each_judged_budget_is_kept_and_a_garbage_leak_shows_on_its_own_signal(
     assert by_name["cyclic_garbage"].ci == (19.0, 23.0)
     assert by_name["rss"].share == 0.0 and by_name["rss"].status == "pass"
     assert by_name["idle_pool_mismatch"].share is None  # a limit of 0 has no share
-    from harness.cli.history import trend_line
+    from leak_harness.cli.history import trend_line
     assert trend_line(trend).endswith(
         "latest failed on cyclic_garbage 21 /kop against 'cyclic_garbage: 0.5 /kop', "
         "idle_pool_mismatch 3 against 'idle_pool_mismatch: <= 0'")
@@ -200,7 +200,7 @@ def test_an_interrupted_run_is_kept_out_of_the_history(tmp_path: Path) -> None:
 def test_a_flagged_night_says_so_at_the_top_of_the_index(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli.suite_out import finish_suite
+    from leak_harness.cli.suite_out import finish_suite
 
     rng = np.random.default_rng(7)
     db = tmp_path / "h.sqlite"

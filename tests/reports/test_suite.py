@@ -106,7 +106,7 @@ def test_repeated_cells_are_numbered(tmp_path: Path) -> None:
 def test_a_failing_night_still_gets_its_trends_and_the_index_links_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli import main
+    from leak_harness.cli import main
 
     shards(tmp_path)  # one cell wrong: the merge exits 1
     out, history = tmp_path / "merged", tmp_path / "history.sqlite"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cli import main
+from leak_harness.cli import main
 from scenarios.workloads.conformance import diagnose
 
 DOUBLES = "tests.scenarios.doubles"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.base import write_report
-from harness.cli.suite_out import finish_suite
 from harness.errors import UsageError
 from harness.parent.runner import reanalyse
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
+from leak_harness.cli.base import write_report
+from leak_harness.cli.suite_out import finish_suite
 
 
 def find_rundirs(paths: list[Path]) -> list[Path]:

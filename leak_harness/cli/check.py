@@ -10,10 +10,6 @@ from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 
 from harness.api import load_callable
-from harness.cli.base import check_target_spec, interrupts
-from harness.cli.check_view import make_view
-from harness.cli.report_drawer import ReportDrawer
-from harness.cli.suite_out import finish_suite
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
@@ -21,6 +17,10 @@ from harness.history.db import typical_seconds
 from harness.parent.matrix import Cell, CheckOptions, plan, run_matrix
 from harness.parent.shards import pick_shard
 from harness.registry import load_scenario, scenario_names
+from leak_harness.cli.base import check_target_spec, interrupts
+from leak_harness.cli.check_view import make_view
+from leak_harness.cli.report_drawer import ReportDrawer
+from leak_harness.cli.suite_out import finish_suite
 
 
 class CheckCommand:

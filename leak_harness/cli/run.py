@@ -14,15 +14,6 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 from harness.api import Scenario
-from harness.cli.base import (
-    add_strict_argument,
-    add_where_argument,
-    check_target_spec,
-    default_rundir,
-    interrupts,
-    print_where,
-    report_line,
-)
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import duration_from, scenario_config
 from harness.errors import UsageError
@@ -33,6 +24,15 @@ from harness.runfiles.names import REPORT_FILE, SUMMARY_FILE
 from harness.units import parse_size
 from harness.verdicts import exit_code
 from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
+from leak_harness.cli.base import (
+    add_strict_argument,
+    add_where_argument,
+    check_target_spec,
+    default_rundir,
+    interrupts,
+    print_where,
+    report_line,
+)
 
 
 class RunCommand:

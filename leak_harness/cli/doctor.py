@@ -6,10 +6,10 @@ import argparse
 from typing import Any
 
 from harness.api import load_callable
-from harness.cli.base import check_target_spec
 from harness.errors import UsageError
 from harness.registry import load_scenario, scenario_names
 from harness.verdicts import EXIT_PASS, EXIT_REGRESSION
+from leak_harness.cli.base import check_target_spec
 
 # The checks know the cache protocol, which is the scenarios' (the harness does not
 # import that package): loaded by name, the way scenario modules are.

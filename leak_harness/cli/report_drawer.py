@@ -16,10 +16,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from types import TracebackType
 
-from harness.cli.base import write_report
-from harness.cli.check_view import PlainView
 from harness.parent.matrix import Cell, CellResult
 from harness.parent.supervisor import Snapshot
+from leak_harness.cli.base import write_report
+from leak_harness.cli.check_view import PlainView
 
 LOWEST_PRIORITY = 19
 

@@ -16,18 +16,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.cli.base import EXIT_CODES, Command
-from harness.cli.check import CheckCommand
-from harness.cli.compare import CompareCommand
-from harness.cli.doctor import DoctorCommand
-from harness.cli.history import HistoryCommand
-from harness.cli.list import ListCommand
-from harness.cli.project_config import load_defaults
-from harness.cli.record import RecordCommand
-from harness.cli.report import ReportCommand
-from harness.cli.run import RunCommand
 from harness.errors import UsageError
 from harness.verdicts import EXIT_HARNESS
+from leak_harness.cli.base import EXIT_CODES, Command
+from leak_harness.cli.check import CheckCommand
+from leak_harness.cli.compare import CompareCommand
+from leak_harness.cli.doctor import DoctorCommand
+from leak_harness.cli.history import HistoryCommand
+from leak_harness.cli.list import ListCommand
+from leak_harness.cli.project_config import load_defaults
+from leak_harness.cli.record import RecordCommand
+from leak_harness.cli.report import ReportCommand
+from leak_harness.cli.run import RunCommand
 
 COMMANDS: tuple[Command, ...] = (
     ListCommand(),

@@ -16,14 +16,6 @@ import time
 from pathlib import Path
 
 from harness.analysis.calibration import UNCALIBRATED
-from harness.cli.base import (
-    add_strict_argument,
-    add_where_argument,
-    default_rundir,
-    interrupts,
-    print_where,
-    report_line,
-)
 from harness.config import RunConfig, SamplerIntervals
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
@@ -41,6 +33,14 @@ from harness.runfiles.names import RECORD_INDEX, RECORD_SUMMARY
 from harness.runfiles.signals import JUDGED_SIGNALS
 from harness.verdicts import exit_code
 from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
+from leak_harness.cli.base import (
+    add_strict_argument,
+    add_where_argument,
+    default_rundir,
+    interrupts,
+    print_where,
+    report_line,
+)
 
 RECORD_DIR = Path("results") / "record"
 # Generic budgets: what any process has. cyclic_garbage is per 1000 operations,
