@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis import garbage as gb
-from harness.analysis.attribution import Finding, where_it_grows
 from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import CycleShape, aggregate_cycles
 from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
@@ -37,6 +36,7 @@ from harness.analysis.verdict import (
     time_to_detect,
     worst,
 )
+from harness.analysis.where import Finding, where_it_grows
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
 

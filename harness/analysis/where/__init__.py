@@ -1,0 +1,139 @@
+"""Where it grows: the site, the owner and the signal behind each failing budget.
+
+Pure, like the rest of the analysis: it reads what the worker recorded and
+names a culprit only for budgets that failed (``leak``) or nearly did
+(``suspicious``). Its sources, one module each, each blind to something:
+
+- allocation windows (tracemalloc, :mod:`.sites`): the source line whose
+  retained Python allocations grow; a site counts only if it grows in every
+  complete window, so a structure that was still filling in the first window
+  and stopped is not blamed;
+- owner paths (:mod:`.holders`; the owners sampler's own backward search over
+  ``gc.get_referrers``, :mod:`harness.worker.heapgraph.search`, at the end of
+  the run): what keeps a sample of the most-grown type alive, from a module or
+  a long-lived object;
+- the C heap against Python allocations (:mod:`.native`): heap growth that no
+  Python site accounts for is native (malloc from C code, tensor data, a C
+  extension);
+- resident shared memory (:mod:`.native`): pages mapped outside malloc and
+  pymalloc (``mmap(-1, n)``, shared memory), which no allocation window sees;
+- explained cycles (:mod:`.holders`): for cyclic garbage, the cycle with its
+  attribute names;
+- the process's own records (:mod:`.process`): a crash, the workload's notes
+  (a lock never released, per-request tables of requests that left) and the
+  threads or descriptors it holds;
+- level budgets on gauges (a lock never released, accounting that does not
+  add up at idle): the gauge and what it held.
+
+What they share (the :class:`Finding`, the :class:`Site`) is in :mod:`.common`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from harness.analysis.verdict import Judgement
+from harness.analysis.where.common import Finding, Kept, Site
+from harness.analysis.where.holders import (
+    cycle_findings,
+    cycle_members,
+    owner_findings,
+    tensor_findings,
+)
+from harness.analysis.where.native import native_finding, shmem_finding
+from harness.analysis.where.process import (
+    crash_findings,
+    lock_findings,
+    resource_findings,
+    stale_findings,
+)
+from harness.analysis.where.sites import growing_sites, site_finding
+from harness.budgets import Budget
+from harness.runfiles.rundata import RunData
+
+__all__ = ["CERTAINTY", "Finding", "Kept", "Site", "python_grows", "ranked", "where_it_grows"]
+
+FAILING = ("leak", "suspicious")
+ALLOCATED_SIGNALS = ("heap", "py_blocks", "rss", "uss")  # growth allocation windows can explain
+
+
+def where_it_grows(
+    run: RunData, budgets: Sequence[Budget], judgements: Sequence[Judgement],
+    rates: Mapping[str, float],
+) -> list[Finding]:
+    """The findings for the failing budgets; ``rates``: judged growth per hour by series."""
+    failing = {b.metric: j for b, j in zip(budgets, judgements, strict=True) if j.status in FAILING}
+    found: list[Finding] = crash_findings(run.event("crash"))
+    if not failing:
+        return found
+    if "stale_request_entries" in failing:  # a named table and exit path: the most certain
+        found += stale_findings(run.notes)
+    sites = growing_sites(run.alloc_windows)
+    python = python_grows(budgets, judgements)
+    # Allocation windows see what goes through Python's and C's allocators;
+    # shared mappings bypass both, so only the owner search can find their holders.
+    allocated_failing = any(name in failing for name in ALLOCATED_SIGNALS)
+    bytes_failing = allocated_failing or "shmem" in failing
+    if allocated_failing:
+        # A window traces from its own start, so a site of the healthy code's turnover
+        # (a node evicted a minute later) grows in every window too. Only Python's own
+        # block count, over the whole run, tells retention from turnover: flat, and
+        # whatever a window saw growing was replaced, not kept.
+        if python is not False:
+            members = cycle_members(run.garbage_windows)
+            # What a site makes that the explained cycle holds is the cycle's: named once,
+            # by the cycle and its attributes (a line naming the tree code that made the
+            # nodes an evicted record keeps would send the reader to the tree).
+            found += [site_finding(s) for s in sites
+                      if s.kept is None or s.kept.type not in members]
+        # Native memory only on a confirmed heap leak: a suspicious heap (a sawtooth whose
+        # last tooth the run ended in) is too weak to send anyone to native stacks.
+        if "heap" in failing and failing["heap"].status == "leak":
+            limit = next((b.limit for b in budgets if b.metric == "heap" and b.kind == "rate"
+                          and b.per == "h"), None)
+            found += native_finding(rates.get("heap"), sites, traced=bool(run.alloc_windows),
+                                    budget_per_h=limit, native_windows=run.native_windows,
+                                    python=python)
+    if "shmem" in failing:
+        found += shmem_finding(rates.get("shmem"))
+    if bytes_failing or "tensor_pinned" in failing:
+        found += tensor_findings(run.owners)
+    if bytes_failing:
+        found += owner_findings(run.owners)
+    if "cyclic_garbage" in failing or bytes_failing:
+        found += cycle_findings(run.garbage_windows)
+    found += resource_findings(run, failing, rates)
+    if "locked_while_idle" in failing:
+        found += lock_findings(run.notes)
+    for budget, judgement in zip(budgets, judgements, strict=True):
+        if judgement.status in FAILING and budget.kind == "level":
+            found.append(Finding("level", budget.metric, judgement.reason))
+    return ranked(found)
+
+
+# Most certain first: a crash site, a named table or lock says what is wrong by itself
+# (a crash in the workload's end-of-run check, "closing", is a consequence: after the
+# books that showed the leak while it ran);
+# a cycle or a view names the attribute, which a broken level (a gauge) does not; a
+# site or an owner path is one sample of the growth; a native claim is what is left
+# when nothing else explains it.
+CERTAINTY = ("crash", "table", "locks", "cycles", "tensors", "level", "closing", "resources",
+             "shared", "python", "owner", "native", "heap")
+
+
+def ranked(found: Sequence[Finding]) -> list[Finding]:
+    """The findings, most certain kind first (stable within a kind)."""
+    order = {kind: i for i, kind in enumerate(CERTAINTY)}
+    return sorted(found, key=lambda f: order.get(f.kind, len(order)))
+
+
+def python_grows(budgets: Sequence[Budget], judgements: Sequence[Judgement]) -> bool | None:
+    """Whether Python's own count of its allocations (``py_blocks``) grows over the run,
+    as its budget judged it (after the fixed cache's own growth); None when unjudged."""
+    for budget, judgement in zip(budgets, judgements, strict=True):
+        if budget.metric == "py_blocks" and budget.kind == "rate":
+            if judgement.status in FAILING:
+                return True
+            if judgement.status == "pass":
+                return False
+    return None

@@ -1,0 +1,119 @@
+"""Python allocation sites, from the allocation windows (the ``allocations`` sampler).
+
+The source line whose retained Python allocations grow, from tracemalloc's
+windows (``AllocLine``): a site counts only if it grows in every complete
+window, so a structure that was still filling in the first window and stopped
+is not blamed; and only if the run kept what it makes (the window's type
+census against the run's), so a healthy structure's turnover is not blamed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from harness.analysis.where.common import DRIVER_SITES, Finding, Kept, Site
+from harness.runfiles.records import AllocLine
+from harness.units import format_rate
+
+# A Python site growing at under this share of the fastest site's rate is not named:
+# the healthy tree's churn sites (the LRU's dict, the pools' free lists, new nodes)
+# grew 4 to 33 MB/h in the windows of 60 s zoo runs whose culprit kept 200+ MB/h.
+MIN_OF_TOP = 0.25
+TOP_SITES = 3
+# A site whose tracked objects the run kept less than this share of is turnover: what
+# it makes is freed later than the window could see (a node evicted after a minute).
+TURNOVER_SHARE = 0.2
+MIN_TYPED = 10  # tracked objects a site must make in a window for its types to count
+
+
+def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
+    """Sites that grew in every complete allocation window, largest first."""
+    complete = [w for w in windows if w.get("sites") is not None]
+    if not complete:
+        return []
+    seen: dict[str, list[tuple[float, float | None, tuple[str, ...], float | None]]] = {}
+    more_blocks: set[str] = set()  # sites that kept more blocks, not only bigger ones
+    for window in complete:
+        span = float(window["t"]) - float(window["from_t"])
+        ops = float(window.get("ops", 0))
+        for entry in window["sites"]:
+            if entry["bytes"] <= 0 or span <= 0:
+                continue
+            per_kop = entry["bytes"] / ops * 1000.0 if ops > 0 else None
+            count = entry.get("count") or 0
+            size = entry["bytes"] / count if count > 0 else None
+            if count > 0:
+                more_blocks.add(entry["site"])
+            seen.setdefault(entry["site"], []).append(
+                (entry["bytes"] / span * 3600.0, per_kop, tuple(entry.get("stack", ())), size)
+            )
+    sites = [
+        Site(site, rates[0][2], statistics.median(r[0] for r in rates),
+             _median([r[1] for r in rates]), len(rates), len(complete),
+             _median([r[3] for r in rates]), kept_of(complete, site))
+        for site, rates in seen.items()
+        if len(rates) == len(complete) and not site.startswith(DRIVER_SITES)
+        # Bytes without blocks: what the site made died within the window and a
+        # block it resized (an index tensor replaced by a longer one) was bigger.
+        and site in more_blocks
+    ]
+    sites = [s for s in sites if s.kept is None or s.kept.share >= TURNOVER_SHARE]
+    top = max((s.per_h for s in sites), default=0.0)
+    kept = [s for s in sites if s.per_h >= MIN_OF_TOP * top]
+    return sorted(kept, key=lambda s: -s.per_h)[:TOP_SITES]
+
+
+def kept_of(windows: Sequence[AllocLine], site: str) -> Kept | None:
+    """What the run kept of the site's tracked objects, from the last window whose type
+    census began before it (a span of the run, not the window); None if unknown.
+
+    The type kept most is the evidence: a leak keeps all it makes, a healthy
+    structure's turnover (nodes evicted later, requests that finish) keeps none.
+    """
+    for window in reversed(windows):
+        census_t, traced_t = window.get("census_from_t"), window.get("traced_from_t")
+        if census_t is None or traced_t is None or census_t >= traced_t:
+            continue
+        entry = next((e for e in window["sites"] if e["site"] == site), None)
+        kinds = (entry.get("types") or []) if entry is not None else []
+        if sum(k["made"] for k in kinds) < MIN_TYPED:
+            return None
+        end = float(window["t"])
+        scale = (end - float(census_t)) / max(end - float(traced_t), 1e-9)
+        best = max(kinds, key=lambda k: k["grew"] / k["made"])
+        share = best["grew"] / (best["made"] * scale)
+        return Kept(best["type"], best["grew"], end - float(census_t), min(share, 1.0))
+    return None
+
+
+def site_finding(site: Site) -> Finding:
+    rate = format_rate(site.per_h, "B/h")
+    per_kop = f", {format_rate(site.per_kop, 'B/kop')}" if site.per_kop is not None else ""
+    caller = site_caller(site)
+    called = f" (called from {caller})" if caller else ""
+    text = (
+        f"{site.site}{called} keeps what it allocates: +{rate}{per_kop} retained, in "
+        f"{site.windows} of {site.of} allocation windows (tracemalloc)"
+    )
+    if site.kept is not None:
+        text += (f"; the {site.kept.type} objects it makes grew by {site.kept.grew:,} over "
+                 f"{site.kept.span_s:.0f} s, {site.kept.share:.0%} of what it made")
+    return Finding("python", "tracemalloc", text, site=site.site, stack=site.stack,
+                   per_h=site.per_h, unit="B")
+
+
+def site_caller(site: Site) -> str | None:
+    """The first frame out of the site's file: a helper's caller is often the owner."""
+    filename = site.site.rpartition(":")[0]
+    after = list(site.stack)[1:] if site.stack and site.stack[0] == site.site else []
+    for frame in after:
+        if frame.rpartition(":")[0] != filename:
+            return frame
+    return None
+
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None

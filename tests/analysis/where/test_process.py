@@ -1,0 +1,79 @@
+"""A crash, locks, stale tables and resources (harness.analysis.where.process)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.analysis.summary import summarize
+from harness.analysis.where.process import (
+    crash_findings,
+    lock_findings,
+    resource_groups,
+    stale_findings,
+)
+from harness.runfiles.rundata import Series
+from tests.analysis.synth import MB, budgets, linear, run_data, times
+from tests.analysis.where.runs import NONE
+
+
+def test_a_lock_leak_names_the_sites_that_locked_the_nodes_still_locked_at_idle() -> None:
+    notes = [{"type": "notes", "t": 20.0, "unreleased_locks": {"nodes": 8, "sites": [
+        {"site": "refcache/radix.py:93 (alloc_request)", "nodes": 7},
+        {"site": "refcache/radix.py:129 (cache_unfinished_req)", "nodes": 1}]}}]
+    [finding] = lock_findings(notes)
+    assert finding.text.startswith("8 nodes stay locked with no request running")
+    assert "locked at refcache/radix.py:93 (alloc_request) (7 of them)" in finding.text
+    assert finding.site == "refcache/radix.py:93 (alloc_request)"
+    assert lock_findings([{"unreleased_locks": {}}]) == []
+
+
+def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
+    t = times(20, 10.0)
+    run = run_data((t, linear(t, 0.0, base=300 * MB)), warmup_end_s=2.0, loop_end_s=20.0)
+    run.memory["threads"] = Series(t, np.floor(t / 2.0) + 3, "")  # one more every 2 s
+    run.memory["fds"] = Series(t, np.full(t.size, 9.0), "")
+    run.events.append({"type": "event", "name": "resources", "t": 20.0,
+                       "threads": [{"what": "Flush.run (cache.py:12)", "count": 10},
+                                   {"what": "RssSampler._watch (harness/worker/samplers/"
+                                            "rss.py:77)", "count": 1}],  # the harness's own
+                       "fds": [{"what": "socket", "count": 2},
+                               {"what": "file in /runs/r1", "count": 4}]})  # our own files
+    run.header["config"] = {"rundir": "/runs/r1"}
+    result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
+    (finding,) = result.details["where"]
+    assert result.verdict == "leak" and finding["signal"] == "threads"
+    assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps
+    assert "started and never joined" in finding["text"]
+    assert finding["text"].endswith("live threads run: 10 Flush.run (cache.py:12)")
+    census = run.event("resources")
+    assert resource_groups(census, "fds", "/runs/r1") == [{"what": "socket", "count": 2}]
+
+
+def test_stale_request_entries_name_the_table_and_the_exit_paths() -> None:
+    notes = [{"stale_request_entries": {"ongoing_prefetch": {"7": "timeout", "9": "abort-waiting",
+                                                             "12": "timeout"}}}]
+    (finding,) = stale_findings(notes)
+    assert finding.site == "ongoing_prefetch"
+    assert "by timeout (2), abort-waiting (1)" in finding.text
+
+
+def test_a_crash_is_named_at_the_innermost_frame_of_the_code_under_test() -> None:
+    traceback = (
+        'Traceback (most recent call last):\n'
+        '  File "/x/harness/worker/loop.py", line 40, in run\n'
+        '  File "/x/scenarios/workloads/scheduler.py", line 200, in _admit\n'
+        '  File "/x/refcache/host_backup.py", line 196, in _evict_device_tokens\n'
+        '  File "/x/refcache/himamba.py", line 192, in _evict_regular\n'
+        'AssertionError: non-leaf, x.id=70\n')
+    [crash] = crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "scenario",
+                              "error": "AssertionError: non-leaf, x.id=70",
+                              "traceback": traceback})
+    assert crash.text == ("the scenario crashed at refcache/himamba.py:192 in _evict_regular "
+                          "(called from refcache/host_backup.py:196 in _evict_device_tokens): "
+                          "AssertionError: non-leaf, x.id=70")
+    assert crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "harness",
+                           "error": "x", "traceback": traceback}) == []
+    [closing] = crash_findings({"type": "event", "t": 1.0, "name": "crash", "where": "close",
+                                "error": "AssertionError: non-leaf, x.id=70",
+                                "traceback": traceback})
+    assert closing.kind == "closing" and closing.text.startswith("the end-of-run check failed at")
