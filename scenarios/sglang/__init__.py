@@ -1,0 +1,82 @@
+"""SGLang's own prefix caches as a ``--target``: ``--target scenarios.sglang:make``.
+
+The factory builds the installed SGLang release's cache class for the scenario's
+family, on SGLang's own pools and allocators over CPU tensors, and drives it
+through SGLang's own request lifecycle (``scenarios/sglang/handles.py`` for 0.5.23's
+handle-based API). Where the release comes from: ``scenarios/sglang/glue.py``
+(``LEAK_HARNESS_SGLANG``, or ``python -m scenarios.sglang.install VERSION``).
+
+The family comes from ``family=`` when the harness passes it, else from the options
+the scenario offers (the reference factories' options differ per family):
+
+| options offered | family | 0.5.23 class |
+|---|---|---|
+| ``host_size`` | ``hiradix`` / ``himamba`` | not mapped yet (host tier) |
+| ``pp_world_size`` | ``*-pp-sync`` | not mapped (a gloo pipeline of the reference's) |
+| ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
+| ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
+| ``swa_size`` | ``swa`` | ``UnifiedRadixCache`` (FULL+SWA) |
+| none of them | ``radix`` | ``RadixCache`` |
+
+``family="unified-full"`` builds ``UnifiedRadixCache`` with the full component alone;
+``tree_core="python"`` (default here: its nodes can be counted) or ``"rust"`` picks
+0.5.23's tree core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scenarios.sglang import glue
+
+FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified")
+UNMAPPED = {
+    "hiradix": "the host tier (HiRadixCache; 0.5.23: UnifiedRadixCache's host tier) is not "
+               "driven by this target yet",
+    "himamba": "the host tier with Mamba state is not driven by this target yet",
+    "pp-sync": "the PP-sync scenarios start the reference cache's own gloo pipeline; "
+               "SGLang's PP groups need a multi-process launch",
+}
+
+
+def family_of(options: Mapping[str, Any]) -> str:
+    """The cache family a scenario's options describe (see the module's table)."""
+    family = options.get("family")
+    if family:
+        return str(family)
+    if options.get("host_size") is not None:
+        return "himamba" if options.get("mamba_size") is not None else "hiradix"
+    if int(options.get("pp_world_size", 1) or 1) > 1:
+        return "pp-sync"
+    has_mamba = options.get("mamba_size") is not None
+    has_swa = options.get("swa_size") is not None
+    if has_mamba and has_swa:
+        return "unified"
+    if has_mamba:
+        return "mamba"
+    if has_swa:
+        return "swa"
+    return "radix"
+
+
+def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
+    """Factory for ``--target scenarios.sglang:make``: SGLang's cache for the scenario."""
+    if inject:
+        raise ValueError(f"the SGLang target runs SGLang's code as released; it has no "
+                         f"regressions to switch on (got {list(inject)})")
+    family = family_of(options)
+    if family in UNMAPPED:
+        raise glue.GlueError(f"not mapped on SGLang: {UNMAPPED[family]}")
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
+    release = glue.load()
+    if release.key > (0, 5, 17):
+        from scenarios.sglang import handles
+
+        return handles.build(family, {**options, "kv_size": kv_size})
+    raise glue.GlueError(f"SGLang {release.version} (0.5.17 or older, before the handle-based "
+                         f"lifecycle) is not driven by this target yet")
+
+
+make.regressions = ()  # type: ignore[attr-defined]

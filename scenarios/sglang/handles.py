@@ -1,0 +1,451 @@
+"""The cache protocol on SGLang's own caches, with the handle-based lifecycle (0.5.23).
+
+From 0.5.23 SGLang has no ``cache_finished_req``/``cache_unfinished_req``: its
+scheduler drives a request through functions of ``sglang.srt.mem_cache.common``
+and ``allocation`` and the cache's handle calls. This adapter makes the same calls,
+in the scheduler's order, on SGLang's own ``Req`` objects and pools:
+
+- ``alloc_request``: ``Req.init_next_round_input(tree_cache)`` (the admission match,
+  through ``match_kv_cache``), ``tree_cache.lock(req.last_node)`` (as ``PrefillAdder``
+  commits an admission), ``alloc_req_slots``, ``alloc_token_slots``,
+  ``ReqToTokenPool.write``, ``tree_cache.maybe_hand_to_session``.
+- ``cache_unfinished_req``: ``checkpoint_kv_cache`` (chunked prefill).
+- ``extend_request``: ``alloc_token_slots`` and ``ReqToTokenPool.write`` (decode);
+  ``alloc_tokens``/``free_tokens`` for overlap scheduling: ``alloc_token_slots`` and
+  the allocator's ``free``.
+- ``cache_finished_req``: ``release_kv_cache(checkpoint=True)``, the request
+  finished by length (``FINISH_LENGTH``).
+- ``cache_finished_req(is_insert=False)`` (abort, failure, retraction of a running
+  request): ``tree_cache.finish(handle, ABORT)`` then ``release_kv_cache(checkpoint=False)``,
+  as the scheduler aborts a running request (retraction's ``release_req`` makes the
+  same ``release_kv_cache`` call).
+- ``release_aborted_request`` (a waiting request leaves): ``tree_cache.finish(handle,
+  ABORT)``, and ``release_kv_cache(checkpoint=False)`` when it holds a Mamba slot, as
+  the scheduler aborts a queued request.
+- ``match_waiting_req``: ``match_kv_cache`` (the policy's match over the queue).
+- ``check_prefetch_progress``: ``tree_cache.check_prefetch_progress(handle)``, only
+  where the cache has it.
+
+The harness's ``Req`` keeps SGLang's ``Req`` in ``req.aux["sglang"]``; its
+``kv_indices`` are read back from the request's ``req_to_token`` row.
+"""
+
+from __future__ import annotations
+
+import weakref
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from refcache.pools import PoolAccount
+from refcache.req import Req
+from scenarios.sglang import glue
+
+MODULES = (
+    "sglang.srt.mem_cache.radix_cache",
+    "sglang.srt.mem_cache.cache_init_params",
+    "sglang.srt.mem_cache.allocator",
+    "sglang.srt.mem_cache.memory_pool",
+    "sglang.srt.managers.schedule_batch",
+    "sglang.srt.mem_cache.common",
+    "sglang.srt.mem_cache.base_prefix_cache",
+    "sglang.srt.sampling.sampling_params",
+    "sglang.srt.mem_cache.allocation",
+    "sglang.srt.server_args",
+)
+UNIFIED_MODULES = (
+    "sglang.srt.mem_cache.unified_radix_cache",
+    "sglang.srt.mem_cache.unified_cache.component_type",
+    "sglang.srt.mem_cache.unified_cache.unified_tree_core",
+)
+NO_LIMIT = 1 << 30  # max_new_tokens: the harness decides when a request ends
+AUX = "sglang"
+
+
+@dataclass
+class Match:
+    """What ``match_prefix`` returns to the harness (SGLang's ``MatchResult`` fields)."""
+
+    device_indices: torch.Tensor
+    last_device_node: Any
+    last_host_node: Any = None
+    host_hit_length: int = 0
+
+
+class Modules:
+    """The SGLang modules the adapter calls, imported once through the glue."""
+
+    def __init__(self, unified: bool) -> None:
+        names = (*MODULES, *UNIFIED_MODULES) if unified else MODULES
+        mods = dict(zip(names, glue.import_modules(names), strict=True))
+        self.radix = mods["sglang.srt.mem_cache.radix_cache"]
+        self.init_params = mods["sglang.srt.mem_cache.cache_init_params"]
+        self.allocator = mods["sglang.srt.mem_cache.allocator"]
+        self.memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
+        self.batch = mods["sglang.srt.managers.schedule_batch"]
+        self.common = mods["sglang.srt.mem_cache.common"]
+        self.base = mods["sglang.srt.mem_cache.base_prefix_cache"]
+        self.sampling = mods["sglang.srt.sampling.sampling_params"]
+        self.allocation = mods["sglang.srt.mem_cache.allocation"]
+        self.server_args = mods["sglang.srt.server_args"]
+        self.unified = mods.get("sglang.srt.mem_cache.unified_radix_cache")
+        self.components = mods.get("sglang.srt.mem_cache.unified_cache.component_type")
+        self.tree_core = mods.get("sglang.srt.mem_cache.unified_cache.unified_tree_core")
+
+
+_PUBLISHED = False
+
+
+def publish_server_args(mods: Modules) -> None:
+    """SGLang reads its runtime context at call time (``get_serving()``, ``get_spec()``
+    in ``release_kv_cache``): install a default ``ServerArgs`` once, as a scheduler
+    process does at start-up."""
+    global _PUBLISHED
+    if _PUBLISHED:
+        return
+    args = mods.server_args.ServerArgs(model_path="leak-harness-no-model")
+    context = glue.import_modules(["sglang.srt.runtime_context"])[0]
+    # A direct install, without the launch-time resolution (which reads the model's
+    # config from a hub): the cache code reads only defaults from these namespaces.
+    context.get_context().set_server_args(args)
+    _PUBLISHED = True
+
+
+class NodeCensus:
+    """Every tree node created, in a WeakSet (SGLang's node classes take weak references):
+    the ones alive but unreachable from the root are detached-but-alive nodes."""
+
+    def __init__(self) -> None:
+        self.nodes: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def watch(self, cls: type) -> None:
+        """Record each new ``cls`` instance (wraps ``cls.__init__`` once per process)."""
+        marker = "_leak_harness_census"
+        census = getattr(cls, marker, None)
+        if census is None:
+            original = getattr(cls, "__init__")  # noqa: B009
+            census = _CENSUSES.setdefault(cls, [])
+
+            def init(node: Any, *args: Any, **kwargs: Any) -> None:
+                original(node, *args, **kwargs)
+                for each in census:
+                    each.nodes.add(node)
+
+            setattr(cls, "__init__", init)  # noqa: B010 (mypy: no assignment to __init__)
+            setattr(cls, marker, census)
+        census.append(self)
+
+    def unwatch(self) -> None:
+        for census in _CENSUSES.values():
+            if self in census:
+                census.remove(self)
+
+
+_CENSUSES: dict[type, list[NodeCensus]] = {}
+
+
+def _locks(node: Any) -> int:
+    """A node's device locks: ``lock_ref`` on a ``TreeNode``; on a ``UnifiedTreeNode``
+    the largest ``lock_ref`` of its components."""
+    lock_ref = getattr(node, "lock_ref", None)
+    if lock_ref is not None:
+        return int(lock_ref)
+    return max((int(d.lock_ref) for d in getattr(node, "component_data", ())), default=0)
+
+
+def _sentinel(node: Any) -> bool:
+    """An LRU list's head or tail (``UnifiedLRUList``): never in the tree, no key, no
+    parent, alive as long as its list; not a detached node."""
+    return node.parent is None and node.key is None
+
+
+def walk(root: Any) -> Iterator[Any]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children.values())
+
+
+class HandleCache:
+    """A SGLang cache (0.5.23 API) behind the harness's cache protocol."""
+
+    def __init__(self, mods: Modules, cache: Any, req_pool: Any, family: str, kind: str,
+                 census: NodeCensus | None, notes: Sequence[str] = ()) -> None:
+        self.mods, self.cache, self.req_pool = mods, cache, req_pool
+        self.kv = cache.token_to_kv_pool_allocator
+        self.family, self.kind = family, kind
+        self.census = census
+        self._notes = list(notes)
+        self.root_node = getattr(cache, "root_node", None)
+        self._rid = 0
+        self._abort = mods.base.CacheRequestOutcome.ABORT
+        if not callable(getattr(cache, "check_prefetch_progress", None)):
+            self.check_prefetch_progress = None  # type: ignore[assignment]
+
+    # ---------------------------------------------------------------- requests
+    def _sgl(self, req: Req) -> Any:
+        sreq = req.aux.get(AUX)
+        if sreq is None:
+            sampling = self.mods.sampling.SamplingParams(max_new_tokens=NO_LIMIT)
+            sreq = self.mods.batch.Req(f"h{req.rid}", "", array("q", req.token_ids), sampling)
+            req.aux[AUX] = sreq
+        return sreq
+
+    def _row(self, sreq: Any, length: int) -> torch.Tensor:
+        row: torch.Tensor = self.req_pool.req_to_token[sreq.kv.req_pool_idx, :length]
+        return row.to(torch.int64)
+
+    def _room(self, n: int) -> bool:
+        return bool(self.kv.available_size() + self.full_evictable_size() >= n)
+
+    def alloc_request(self, req: Req) -> bool:
+        sreq = self._sgl(req)
+        m = self.mods
+        sreq.init_next_round_input(self.cache)  # SGLang's admission match
+        total = len(sreq.full_untruncated_fill_ids)
+        sreq.extend_end = total
+        sreq.lock = self.cache.lock(sreq.last_node)  # as PrefillAdder commits an admission
+        need = total - sreq.prefix_len
+        if self.req_pool.available_size() < 1 or not self._room(need):
+            self.cache.unlock(sreq.lock)
+            sreq.lock = None
+            return False
+        m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
+        prefix = self.cache.prefix_device_indices(sreq) if sreq.prefix_len else None
+        slots = m.allocation.alloc_token_slots(self.cache, need)
+        idx = sreq.kv.req_pool_idx
+        if prefix is not None:
+            self.req_pool.write((idx, slice(0, sreq.prefix_len)), prefix)
+        self.req_pool.write((idx, slice(sreq.prefix_len, total)), slots)
+        sreq.kv.kv_allocated_len = sreq.kv.kv_committed_len = total
+        self.cache.maybe_hand_to_session(sreq)
+        self._mirror(req, sreq, total)
+        return True
+
+    def _mirror(self, req: Req, sreq: Any, length: int) -> None:
+        req.kv_indices = self._row(sreq, length)
+        req.prefix_len = int(sreq.kv.cache_protected_len)
+        req.last_node = sreq.last_node
+
+    def cache_unfinished_req(self, req: Req) -> None:
+        sreq = req.aux[AUX]
+        sreq.extend_end = sreq.kv.kv_committed_len
+        self.mods.common.checkpoint_kv_cache(sreq, self.cache)
+        self._mirror(req, sreq, sreq.kv.kv_committed_len)
+
+    def extend_request(self, req: Req, tokens: list[int],
+                       slots: torch.Tensor | None = None) -> bool:
+        sreq = req.aux[AUX]
+        n = len(tokens)
+        if slots is None:
+            if not self._room(n):
+                return False
+            slots = self.mods.allocation.alloc_token_slots(self.cache, n)
+        start = sreq.kv.kv_committed_len
+        self.req_pool.write((sreq.kv.req_pool_idx, slice(start, start + n)), slots)
+        sreq.output_ids.extend(tokens)
+        sreq.kv.kv_allocated_len = sreq.kv.kv_committed_len = start + n
+        req.token_ids.extend(tokens)
+        req.kv_indices = torch.cat((req.kv_indices, slots.to(torch.int64)))
+        return True
+
+    def alloc_tokens(self, n: int) -> Any:
+        """A decode batch's slots at launch (SGLang's ``alloc_token_slots``), or None."""
+        if not self._room(n):
+            return None
+        return self.mods.allocation.alloc_token_slots(self.cache, n)
+
+    def free_tokens(self, slots: torch.Tensor) -> None:
+        self.kv.free(slots)
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        sreq = req.aux.pop(AUX)
+        common = self.mods.common
+        if is_insert:
+            sreq.finished_reason = self.mods.batch.FINISH_LENGTH(length=len(sreq.output_ids))
+            common.release_kv_cache(sreq, self.cache, checkpoint=True)
+        else:
+            sreq.finished_reason = self.mods.batch.FINISH_ABORT()
+            self.cache.finish(sreq.cache_request_handle, self._abort)
+            common.release_kv_cache(sreq, self.cache, checkpoint=False)
+        req.last_node = None
+
+    def release_aborted_request(self, req: Req) -> None:
+        sreq = req.aux.pop(AUX, None)
+        if sreq is None:
+            return  # never matched: the cache never saw it
+        self.cache.finish(sreq.cache_request_handle, self._abort)
+        if sreq.kv.holds_mamba:  # the scheduler's queued-abort path for Mamba caches
+            self.mods.common.release_kv_cache(sreq, self.cache, checkpoint=False)
+        req.state_slot = None
+
+    def match_waiting_req(self, req: Req) -> None:
+        sreq = self._sgl(req)
+        self.mods.common.match_kv_cache(sreq, self.cache)
+        if sreq.kv.holds_mamba:
+            req.state_slot = sreq.kv.mamba_pool_idx
+
+    def check_prefetch_progress(self, req: Req) -> bool:
+        return bool(self.cache.check_prefetch_progress(self._sgl(req).cache_request_handle))
+
+    # ---------------------------------------------------------------- the tree
+    def match_prefix(self, key: Any) -> Match:
+        params = self.mods.base.MatchPrefixParams(
+            key=self.mods.radix.RadixKey(array("q", key.token_ids), key.extra_key))
+        result = self.cache.match_prefix(params)
+        node = result.last_device_node
+        indices = (self.cache.path_device_indices(node) if result.device_prefix_len
+                   else torch.empty(0, dtype=torch.int64))
+        return Match(indices, node)
+
+    def insert(self, key: Any, value: Any, extra: dict[str, Any] | None = None) -> int:
+        params = self.mods.base.InsertParams(
+            key=self.mods.radix.RadixKey(array("q", key.token_ids), key.extra_key), value=value)
+        return int(self.cache.insert(params).prefix_len)
+
+    def evict(self, num_tokens: int, **per_pool: int) -> int:
+        params = self.mods.base.EvictParams(num_tokens=num_tokens)
+        return int(self.cache.evict(params).num_tokens_evicted)
+
+    def inc_lock_ref(self, node: Any) -> None:
+        self.cache.inc_lock_ref(node)
+
+    def dec_lock_ref(self, node: Any) -> None:
+        self.cache.dec_lock_ref(node)
+
+    def check_hicache_events(self) -> None:
+        """SGLang calls it only with a host tier (a cache controller); without one the
+        base class raises NotImplementedError."""
+        if getattr(self.cache, "cache_controller", None) is not None:
+            self.cache.check_hicache_events()
+
+    def _hybrid(self) -> bool:
+        c = self.cache
+        return bool(getattr(c, "is_swa_enabled", False) or getattr(c, "is_mamba_enabled", False))
+
+    def full_evictable_size(self) -> int:
+        """As SGLang's pool-stats observer reads it: ``full_evictable_size()`` on a hybrid
+        (SWA/Mamba) cache, ``evictable_size()`` otherwise (the base class's
+        ``full_evictable_size`` is 0 there)."""
+        c = self.cache
+        return int(c.full_evictable_size() if self._hybrid() else c.evictable_size())
+
+    def full_protected_size(self) -> int:
+        c = self.cache
+        return int(c.full_protected_size() if self._hybrid() else c.protected_size())
+
+    # ---------------------------------------------------------------- books
+    def pool_accounting(self) -> dict[str, PoolAccount]:
+        """SGLang's idle check (``invariant_checker.py``): per pool, available +
+        evictable + protected == size; request rows all free at idle."""
+        c = self.cache
+        books = {"full": PoolAccount(int(self.kv.size), int(self._full_available()),
+                                     self.full_evictable_size(), self.full_protected_size())}
+        if getattr(c, "is_swa_enabled", False):
+            books["swa"] = PoolAccount(int(self.kv.size_swa),
+                                       int(self.kv.swa_available_size()),
+                                       int(c.swa_evictable_size()), int(c.swa_protected_size()))
+        if getattr(c, "is_mamba_enabled", False):
+            mamba = self.req_pool.mamba_allocator
+            books["mamba"] = PoolAccount(int(mamba.size), int(mamba.available_size()),
+                                         int(c.mamba_evictable_size()),
+                                         int(c.mamba_protected_size()))
+        books["req_rows"] = PoolAccount(int(self.req_pool.size),
+                                        int(self.req_pool.available_size()), 0, 0)
+        return books
+
+    def _full_available(self) -> int:
+        available = getattr(self.kv, "full_available_size", None)
+        return int(available() if callable(available) else self.kv.available_size())
+
+    def stats(self) -> dict[str, float]:
+        out: dict[str, float] = {"kv_available": float(self._full_available()),
+                                 "req_rows_free": float(self.req_pool.available_size())}
+        root = self.root_node
+        if root is not None and hasattr(root, "children"):
+            nodes = list(walk(root))
+            reachable = {id(n) for n in nodes}
+            out["tree_nodes"] = float(len(nodes))
+            # Locked nodes other than the root (whose lock_ref SGLang keeps at 1).
+            out["locked_nodes"] = float(sum(1 for n in nodes[1:] if _locks(n) > 0))
+            if self.census is not None:
+                out["detached_alive_nodes"] = float(sum(
+                    1 for n in list(self.census.nodes)
+                    if id(n) not in reachable and not _sentinel(n)))
+        return out
+
+    def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
+        check: Callable[[], Any] | None = getattr(self.cache, "sanity_check", None)
+        if callable(check):
+            check()
+
+    def notes(self) -> list[str]:
+        return list(self._notes)
+
+    def close(self) -> None:
+        if self.census is not None:
+            self.census.unwatch()
+
+
+# -------------------------------------------------------------------- building
+def build(family: str, options: Mapping[str, Any]) -> HandleCache:
+    """The 0.5.23 cache for a scenario family on CPU pools."""
+    unified = family != "radix"
+    mods = Modules(unified)
+    publish_server_args(mods)
+    kv_size = int(options.get("kv_size", 8192))
+    rows = int(options.get("req_rows", 64))
+    context = int(options.get("max_context", 16384))
+    page_size = int(options.get("page_size", 1))
+    if page_size != 1:
+        raise glue.GlueError("the SGLang target drives page_size 1 only (paged allocators "
+                             "need SGLang's paged-extend kernel inputs)")
+    census = NodeCensus()
+    notes: list[str] = []
+    if not unified:
+        req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
+        kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+        params = mods.init_params.CacheInitParams(
+            disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv,
+            page_size=1)
+        census.watch(mods.radix.TreeNode)
+        cache = mods.radix.RadixCache(params)
+        return HandleCache(mods, cache, req_pool, family, "RadixCache", census, notes)
+    return _build_unified(mods, family, options, kv_size, rows, context, census, notes)
+
+
+def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_size: int,
+                   rows: int, context: int, census: NodeCensus, notes: list[str]
+                   ) -> HandleCache:
+    ct = mods.components.ComponentType  # type: ignore[union-attr]
+    components = [ct.FULL]
+    if family in ("mamba", "unified"):
+        components.append(ct.MAMBA)
+    if family in ("swa", "unified") and options.get("swa_size") is not None:
+        components.append(ct.SWA)
+    if family == "unified-full":
+        components = [ct.FULL]
+    core = str(options.get("tree_core", "python"))
+    if len(components) > 1:
+        raise glue.GlueError(
+            f"the {family} family needs SGLang's {'/'.join(c.name for c in components[1:])} "
+            f"pools on CPU, which this adapter does not build yet")
+    req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
+    kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+    params = mods.init_params.CacheInitParams(
+        disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
+        tree_components=tuple(components), tree_core_backend=core)
+    if core == "python":
+        census.watch(mods.tree_core.UnifiedTreeNode)  # type: ignore[union-attr]
+        cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
+        kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, python core]"
+        return HandleCache(mods, cache, req_pool, family, kind, census, notes)
+    cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
+    notes.append("Rust tree core: its nodes live in native memory, so tree_nodes and "
+                 "detached_alive_nodes are not published; the C heap and RSS see its growth")
+    kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, rust core]"
+    return HandleCache(mods, cache, req_pool, family, kind, None, notes)
