@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.leaky_scenarios import RATES
-from bench.record import Record, importable_here
+from bench.record import Record, importable_here, metrics_json
 from harness.config import RunConfig, read_budgets
 from harness.parent.matrix import Cell, CheckOptions, run_cell
 from harness.parent.runner import run
@@ -65,10 +65,10 @@ def accuracy(attr: str, duration: float, tmp: Path) -> dict[str, Any]:
                        budgets=read_budgets(scenario.budgets, "the scenario's budgets"))
     outcome = run(config)
     summary = outcome.summary
-    window = summary.extra.get("window_s")
+    window = summary.run.window_s
     if not window:
         raise SystemExit(f"{attr}: no analysis window ({outcome.verdict}: {outcome.reasons})")
-    metric, estimate = judged_growth(summary.metrics)
+    metric, estimate = judged_growth(metrics_json(summary))
     truth = true_growth(outcome.rundir, (window[0], window[1]))
     return {"nominal": RATES[attr], "true": truth, "estimate": estimate, "metric": metric,
             "error": estimate / truth - 1.0, "verdict": outcome.verdict,

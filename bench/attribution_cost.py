@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.record import Record, importable_here
+from bench.record import Record, importable_here, metrics_json
 from bench.zoo.targets import BY_NAME
 from harness.configure import scenario_config
 from harness.parent.runner import run
@@ -54,7 +54,7 @@ def one_run(
     began = time.monotonic()
     outcome = run(config)
     wall = time.monotonic() - began
-    metrics = outcome.summary.metrics
+    metrics = metrics_json(outcome.summary)
     judged = {s: judged_metric(metrics, s) for s in SIGNALS}
     ops = metrics.get("ops_per_s", {}).get("value")
     return {"verdict": outcome.verdict, "wall_s": wall, "ops_per_s": ops,

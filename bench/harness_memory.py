@@ -36,7 +36,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import report_scale as scale
-from bench.record import Record, importable_here
+from bench.record import Record, importable_here, metrics_json
 from harness.config import RunConfig, read_budgets
 from harness.parent.runner import conclude, run
 from harness.parent.supervisor import Ending, Snapshot
@@ -84,7 +84,7 @@ def live_run(rec: Record, duration: float) -> None:
     pts = pts[pts[:, 0] >= PARENT_SETTLE_S]
     parent_h = slope(pts[:, 0], pts[:, 1]) * 3600
     file_h = slope(pts[:, 0], pts[:, 2]) * 3600
-    worker = outcome.summary.metrics.get("rss_growth", {})
+    worker = metrics_json(outcome.summary).get("rss_growth", {})
     worker_h, ci = float(worker.get("value", float("nan"))), worker.get("ci") or [None, None]
     rec.figures["live"] = {"parent_b_per_h": parent_h, "file_b_per_h": file_h,
                            "worker_b_per_h": worker_h, "worker_ci": ci,

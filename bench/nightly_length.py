@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.calibrate import calibration, healthy_growth
-from bench.record import ROOT, Record, importable_here
+from bench.record import ROOT, Record, importable_here, metrics_json
 from bench.resolution import SIGNALS, UNITS, cell, signal_figures
 from bench.zoo.targets import ZOO
 from harness.analysis.calibration import FORMAT
@@ -66,7 +66,7 @@ def fixed_row(name: str, duration_s: float, keep: Path) -> dict[str, Any]:
     return {"scenario": name, "kind": "fixed", "duration_s": duration_s,
             "verdict": outcome.verdict, "reasons": outcome.summary.reasons[:3],
             "points": [list(p) for p in healthy_growth(rundir, name)],
-            **signal_figures(outcome.summary.metrics)}
+            **signal_figures(metrics_json(outcome.summary))}
 
 
 def leak_row(duration_s: float, keep: Path) -> dict[str, Any]:
@@ -76,7 +76,8 @@ def leak_row(duration_s: float, keep: Path) -> dict[str, Any]:
                              seed=SEED, target=target.spec)
     outcome = run(dataclasses.replace(config, options={"cache": {"rate": LEAK_RATE}}))
     summary = outcome.summary
-    convicting = [(key, m) for key, m in summary.metrics.items() if m.get("status") == "leak"]
+    convicting = [(key, m) for key, m in metrics_json(summary).items()
+                  if m.get("status") == "leak"]
     return {"scenario": LEAK_SCENARIO, "kind": f"{LEAK_TARGET} at {LEAK_RATE / 1e6:g} MB/h",
             "duration_s": duration_s, "verdict": outcome.verdict,
             "detect_s": summary.time_to_detect_s, "reasons": summary.reasons[:3],

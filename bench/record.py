@@ -30,6 +30,8 @@ from typing import Any
 
 import psutil
 
+from harness.runfiles.summary import Summary
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 SECTIONS = DOCS / "benchmarks"
@@ -199,3 +201,8 @@ def section_header(doc: dict[str, Any]) -> list[str]:
         f"- parameters: {params}",
         *([f"- note: {doc['note']}"] if doc.get("note") else []),
     ]
+
+
+def metrics_json(summary: Summary) -> dict[str, dict[str, Any]]:
+    """A summary's metrics as ``summary.json`` holds them: what the records store."""
+    return {name: metric.to_json() for name, metric in summary.metrics.items()}

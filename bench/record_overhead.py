@@ -40,7 +40,7 @@ def one_run(mode: str, duration: float, skip: float, out: Path) -> dict[str, flo
         text = done.stdout
     else:
         flags = ["--no-attribution"] if mode == "sampling" else []
-        subprocess.run([sys.executable, "-m", "harness", "record", "--out", str(out), *flags,
+        subprocess.run([sys.executable, "-m", "leak_harness", "record", "--out", str(out), *flags,
                         "--", *program], capture_output=True, text=True, cwd=ROOT, check=False)
         text = (out / "program.log").read_text()
     return dict(json.loads(text.strip().splitlines()[-1]))

@@ -105,7 +105,7 @@ def measure(rundir: Path) -> None:
     Its figures go to ``measure.json`` in the run folder, for the parent to record."""
     from harness.analysis.summary import summarize
     from harness.config import read_budgets
-    from harness.runfiles.reader import load_samples
+    from harness.runfiles.reader import LoadedRun, load_samples
     from harness.runfiles.summary import Summary, write_summary
     from reports.run import write_run_report
 
@@ -117,12 +117,12 @@ def measure(rundir: Path) -> None:
     end = run.event("end") or {"type": "event", "t": 0.0, "name": "end"}
     summary = Summary(
         scenario="bench-scale", injected=["bench-leak"], verdict=analysis.verdict,
-        reasons=analysis.reasons, metrics=analysis.to_json()["metrics"],
+        reasons=analysis.reasons, metrics=dict(analysis.metrics),
         time_to_detect_s=analysis.time_to_detect_s, duration_s=float(end.get("t", 0.0)),
         ops=int(end.get("ops", 0)), command="python bench/report_scale.py",
     )
     write_summary(rundir, summary)
-    write_run_report(rundir, run=run, summary=summary)
+    write_run_report(LoadedRun(rundir, summary, run))
     done = time.perf_counter()
     figures = {
         "rss_samples": len(run.rss), "gauge_samples": sum(len(g) for g in run.gauges.values()),

@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.record import Record, importable_here
+from bench.record import Record, importable_here, metrics_json
 from bench.zoo.base import LEDGER_GAUGE
 from bench.zoo.targets import ZOO, ZooTarget
 from harness.configure import scenario_config
@@ -121,15 +121,16 @@ def run_once(job: Job, out: Path) -> dict[str, Any]:
 
 def describe(job: Job, scenario: str, outcome: RunOutcome) -> dict[str, Any]:
     summary = outcome.summary
-    judged, metric = judging_metric(summary.metrics, outcome.verdict)
+    metrics = metrics_json(summary)
+    judged, metric = judging_metric(metrics, outcome.verdict)
     return {
         **job_fields(job, scenario),
-        "true_rate": true_rate(outcome.rundir, summary.extra.get("window_s")),
+        "true_rate": true_rate(outcome.rundir, summary.run.window_s),
         "verdict": outcome.verdict, "detect_s": summary.time_to_detect_s,
         "judged_by": judged, "estimate": metric.get("value"), "ci": metric.get("ci"),
         "estimate_unit": metric.get("unit", ""),
         "reason": summary.reasons[0] if summary.reasons else "",
-        "metrics": summary.metrics,
+        "metrics": metrics,
         "where": summary.where_it_grows(),
         "culprit": culprit_named(job.target, summary.where_it_grows()),
         "first": first_line_culprit(job.target, summary.where_it_grows()),

@@ -117,20 +117,16 @@ class LeakRunner:
         if config.path.exists():
             shutil.rmtree(config.path)  # a re-run of the same test starts clean
         outcome = run(config)
-        _write_report(outcome.rundir)
+        _write_report(outcome)
         if outcome.verdict == INTERRUPTED:
             raise KeyboardInterrupt  # the run was analysed; the session stops as asked
         return outcome
 
 
-def _write_report(rundir: Path) -> Path | None:
-    from harness.analysis.upgrade import upgrade
-    from reports.run import write_run_report
+def _write_report(outcome: RunOutcome) -> Path:
+    from reports.run import write_run_report  # lazy: matplotlib stays off the run path
 
-    try:
-        return write_run_report(rundir, upgrade=upgrade)
-    except UsageError:
-        return None
+    return write_run_report(outcome.loaded)
 
 
 def explain(outcome: RunOutcome) -> str:

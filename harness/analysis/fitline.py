@@ -15,44 +15,12 @@ plot cannot disagree with the verdict it illustrates.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from harness.analysis.shapes import find_sawtooth
 from harness.analysis.trend import TAIL_FRACTION, Trend
-from harness.basis import Basis
 from harness.runfiles.rundata import FloatArray, clean
-
-
-@dataclass(frozen=True)
-class FittedLine:
-    """A straight line over ``[start_s, end_s]`` with its slope's 95% interval."""
-
-    basis: Basis
-    start_s: float  # where the judged samples begin (s since start)
-    end_s: float  # last sample analysed (s since start)
-    analysed_from_s: float  # first sample analysed, after any automatic warm-up cut
-    mid_value: float  # the line's value at (start_s + end_s) / 2, series unit
-    per_h: float  # series unit per hour
-    ci: tuple[float, float]  # series unit per hour
-    unit: str  # the series' unit (B for rss and uss)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-safe, units named: non-finite numbers become null (JSON has no NaN)."""
-        return {
-            "basis": self.basis,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "analysed_from_s": self.analysed_from_s,
-            "mid_value": _finite(self.mid_value),
-            "value_unit": self.unit,
-            "per_h": _finite(self.per_h),
-            "ci": [_finite(self.ci[0]), _finite(self.ci[1])],
-            "unit": f"{self.unit}/h",
-        }
+from harness.runfiles.summary_records import FittedLine
 
 
 def fitted_line(t: FloatArray, v: FloatArray, trend: Trend, unit: str) -> FittedLine:
@@ -101,6 +69,3 @@ def _fitted_samples(
     keep = t >= start
     return t[keep], v[keep]
 
-
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

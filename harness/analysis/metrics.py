@@ -14,45 +14,20 @@ Metric names for a series ``p`` (``rss``, ``uss`` or a gauge name), unit ``u``
   (:mod:`harness.analysis.calibration`), and at least one page over the window
   for the series that move by pages (rss, uss, shmem).
 
-A budget's ``budget`` and ``status`` go on the metric it was judged on.
+A budget's ``budget`` and ``status`` go on the metric it was judged on. The record
+itself, :class:`harness.runfiles.summary_records.Metric`, is the summary's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
 
 from harness.analysis.shapes import Level
 from harness.analysis.slope import Slope
 from harness.analysis.trend import Trend
 from harness.basis import BASIS_SUFFIX
+from harness.runfiles.summary_records import Metric
 from harness.units import format_rate
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One number with its unit, optional 95% interval, budget and budget status."""
-
-    value: float
-    unit: str
-    ci: tuple[float, float] | None = None
-    budget: str | None = None
-    status: str | None = None
-    note: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-safe: non-finite numbers become null (JSON has no NaN or Infinity)."""
-        data: dict[str, Any] = {"value": _finite(self.value), "unit": self.unit}
-        if self.ci is not None:
-            data["ci"] = [_finite(self.ci[0]), _finite(self.ci[1])]
-        for key in ("budget", "status", "note"):
-            if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
-        return data
-
-    def judged(self, budget: str, status: str) -> Metric:
-        return replace(self, budget=budget, status=status)
 
 
 def slope_metric(slope: Slope, unit: str, note: str | None = None) -> Metric:
@@ -91,6 +66,3 @@ def judged_name(prefix: str, trend: Trend) -> str:
     """The metric a rate budget on this series is judged on."""
     return f"{prefix}_{BASIS_SUFFIX[trend.basis]}"
 
-
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from harness.analysis.filling import (
     tree_share,
     unexplained,
 )
-from harness.analysis.fitline import FittedLine, fitted_line
+from harness.analysis.fitline import fitted_line
 from harness.analysis.metrics import judged_name
 from harness.analysis.shapes import CENSUS_SUSTAIN, SUSTAIN, Level, level
 from harness.analysis.trend import Trend, growth
@@ -45,6 +44,7 @@ from harness.basis import BASIS_WORDS
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData, Series, ops_series, workload_end
 from harness.runfiles.signals import MEMORY_SIGNALS
+from harness.runfiles.summary_records import FittedLine, SeriesDetail
 from harness.units import format_duration, format_rate
 
 GARBAGE = "cyclic_garbage"
@@ -304,34 +304,25 @@ class RunView:
         step_per_h = QUANTUM.get(name, 0.0) * 3600.0 / slope.span_s if slope.span_s > 0 else 0.0
         return max(noise, step_per_h)
 
-    def shape_details(self) -> dict[str, Any]:
-        """Per series: measured window, judged basis, shapes found and the fitted line.
-
-        JSON-able. ``fit`` is :meth:`FittedLine.to_json`: what a report draws,
-        so that it shows the line the verdict was judged on without re-fitting.
-        """
-        found: dict[str, Any] = {}
+    def shape_details(self) -> dict[str, SeriesDetail]:
+        """Per series: measured window, judged basis, shapes found and the fitted line:
+        what a report draws, so that it shows the line the verdict was judged on
+        without re-fitting."""
+        found: dict[str, SeriesDetail] = {}
         for name in self.series:
             trend = self.trend(name, self.end_s)
             fit = self.fit(name, self.end_s)
             if trend is None or fit is None:
                 continue
             step = trend.step
-            found[name] = {
-                "start_s": trend.start_s,
-                "end_s": trend.end_s,
-                "samples": trend.n,
-                "basis": trend.basis,
-                "plateau": trend.plateau,
-                "sped_up": trend.sped_up,
-                "drops": trend.drops,
-                "step": {"at_s": step.at_s, "height": step.height} if step else None,
-                "fit": fit.to_json(),
-            }
             raw = {"rss": self.run.rss, "uss": self.run.uss, **self.run.memory}.get(name)
+            taken = None
             if name in MEMORY_SERIES and raw is not None:
-                found[name]["taken_off"] = residues_taken_off(raw, self.series[name],
-                                                              self.traced)
+                taken = tuple((float(end), float(amount)) for end, amount in
+                              residues_taken_off(raw, self.series[name], self.traced))
+            found[name] = SeriesDetail(
+                trend.start_s, trend.end_s, trend.n, trend.basis, trend.plateau, trend.sped_up,
+                trend.drops, (step.at_s, step.height) if step else None, fit, taken)
         return found
 
 

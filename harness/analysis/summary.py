@@ -11,15 +11,13 @@ and ``ops_per_s``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.analysis import garbage as gb
 from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import CycleShape, aggregate_cycles
-from harness.analysis.metrics import Metric, level_metric, slope_metric, trend_metrics
+from harness.analysis.metrics import level_metric, slope_metric, trend_metrics
 from harness.analysis.runview import (
     FILLING_RULE,
     GARBAGE,
@@ -36,9 +34,19 @@ from harness.analysis.verdict import (
     time_to_detect,
     worst,
 )
-from harness.analysis.where import Finding, where_it_grows
+from harness.analysis.where import where_it_grows
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import AnalysisDetails
+from harness.runfiles.summary_records import (
+    BudgetJudgement,
+    CycleRow,
+    Finding,
+    GarbageRow,
+    GrowthRow,
+    Limit,
+    Metric,
+)
 
 ANALYSIS_VERSION = 1
 TOP_ROWS = 15
@@ -53,9 +61,9 @@ class Analysis:
     metrics: dict[str, Metric]
     time_to_detect_s: float | None = None
     window_s: tuple[float, float] | None = None  # measured: after warm-up to last sample
-    details: dict[str, Any] = field(default_factory=dict)
+    details: AnalysisDetails = field(default_factory=AnalysisDetails)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "analysis_version": ANALYSIS_VERSION,
             "verdict": self.verdict,
@@ -63,7 +71,7 @@ class Analysis:
             "time_to_detect_s": self.time_to_detect_s,
             "window_s": list(self.window_s) if self.window_s else None,
             "metrics": {name: metric.to_json() for name, metric in self.metrics.items()},
-            "details": self.details,
+            "details": self.details.to_json(),
         }
 
 
@@ -124,16 +132,16 @@ def summarize(
         where = [Finding("none", "-", f"nothing is blamed: {note}")]
     elif not where and verdict == "pass":
         why = "; ".join(s.rstrip(".") for s in shapes if "plateau" in s or "sawtooth" in s)
-        where = [Finding("none", "-", "nothing grows beyond its budget" + (f": {why}" if why
-                                                                            else ""))]
+        grows = "nothing grows beyond its budget" + (f": {why}" if why else "")
+        where = [Finding("none", "-", grows)]
     return Analysis(
         verdict=verdict,
         reasons=reasons,
         metrics=metrics,
         time_to_detect_s=_time_to_detect(view, parsed, verdict),
         window_s=(view.start_s, view.end_s) if view.end_s > view.start_s else None,
-        details={**_details(view, [*parsed, *skipped], [*judgements, *skips[:len(skipped)]]),
-                 "where": [f.to_json() for f in where]},
+        details=_details(view, [*parsed, *skipped], [*judgements, *skips[:len(skipped)]],
+                         where),
     )
 
 
@@ -204,40 +212,34 @@ def _time_to_detect(view: RunView, budgets: Sequence[Budget], verdict: str) -> f
 
 
 def _details(
-    view: RunView, budgets: Sequence[Budget], judgements: Sequence[Judgement]
-) -> dict[str, Any]:
+    view: RunView, budgets: Sequence[Budget], judgements: Sequence[Judgement],
+    where: Sequence[Finding],
+) -> AnalysisDetails:
     run = view.run
     cycles = [c for w in run.garbage_windows for c in w.get("cycles", ())]
-    return {
-        "budgets": [
-            {"text": b.text, "status": j.status, "rule": j.rule, "reason": j.reason}
-            for b, j in zip(budgets, judgements, strict=True)
-        ],
-        "series": view.shape_details(),
-        "garbage_by_type": [
-            dataclasses.asdict(row) for row in gb.garbage_by_type(run.garbage_windows, view.start_s)
-        ][:TOP_ROWS],
-        "object_growth": [
-            dataclasses.asdict(row) for row in gb.object_growth(run.object_windows, view.start_s)
-        ][:TOP_ROWS],
-        "cycles": cycle_details(aggregate_cycles(cycles)),
-        "limits": budget_limits(budgets),
-    }
+    garbage = gb.garbage_by_type(run.garbage_windows, view.start_s)[:TOP_ROWS]
+    growth = gb.object_growth(run.object_windows, view.start_s)[:TOP_ROWS]
+    return AnalysisDetails(
+        budgets=tuple(BudgetJudgement(b.text, j.status, j.rule, j.reason)
+                      for b, j in zip(budgets, judgements, strict=True)),
+        series=view.shape_details(),
+        limits=budget_limits(budgets),
+        garbage_by_type=tuple(GarbageRow(r.type, r.objects, r.bytes, r.per_kop) for r in garbage),
+        object_growth=tuple(GrowthRow(r.type, r.first, r.last, r.delta, r.per_h, r.per_kop)
+                            for r in growth),
+        cycles=cycle_rows(aggregate_cycles(cycles)),
+        where=tuple(where),
+    )
 
 
-def cycle_details(shapes: Sequence[CycleShape]) -> list[dict[str, Any]]:
+def cycle_rows(shapes: Sequence[CycleShape]) -> tuple[CycleRow, ...]:
     """The aggregated cycles as the summary stores them (the run page's cycle table)."""
-    return [
-        {"shape": list(c.shape), "count": c.count, "retained_bytes": c.retained_bytes,
-         "types": list(c.types)}
-        for c in shapes
-    ]
+    return tuple(CycleRow(c.shape, c.count, c.retained_bytes, c.types) for c in shapes)
 
 
-def budget_limits(budgets: Sequence[Budget]) -> list[dict[str, Any]]:
+def budget_limits(budgets: Sequence[Budget]) -> tuple[Limit, ...]:
     """Each budget parsed, by its text: reports draw limits without reading budget texts."""
-    return [{"text": b.text, "metric": b.metric, "kind": b.kind, "limit": b.limit, "unit": b.unit}
-            for b in budgets]
+    return tuple(Limit(b.text, b.metric, b.kind, b.limit, b.unit) for b in budgets)
 
 
 __all__ = ["Analysis", "Metric", "slope_metric", "summarize"]

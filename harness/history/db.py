@@ -12,6 +12,7 @@ twice (a retried CI step) adds nothing. Schema version: ``PRAGMA user_version``.
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 import statistics
 import time
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.budgets import parse_budget
 from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column_of, detect_s, garbage_per_kop, judged_growth
 from harness.runfiles.names import SUMMARY_FILE
@@ -150,14 +150,25 @@ def append_suite(
     UTC). Folders without a readable ``summary.json``, and runs that were interrupted,
     are skipped and listed.
     """
-    stamp = _utc(when or datetime.now(UTC)).isoformat(timespec="seconds")
-    rows, budget_rows, skipped = [], [], []
+    runs, unreadable = [], []
     for rundir in map(Path, rundirs):
         try:
-            summary = load_summary(rundir)
+            runs.append((rundir, load_summary(rundir)))
         except UsageError as exc:
-            skipped.append((rundir, exc.message))
-            continue
+            unreadable.append((rundir, exc.message))
+    appended = append_runs(db, runs, commit, when)
+    return Appended(appended.added, appended.already_present, [*unreadable, *appended.skipped])
+
+
+def append_runs(
+    db: Path, runs: Sequence[tuple[Path, Summary]], commit: str | None = None,
+    when: datetime | None = None,
+) -> Appended:
+    """:func:`append_suite` of summaries already read (a judged suite's
+    :attr:`harness.suite.Suite.runs`), in the order given; interrupted runs are skipped."""
+    stamp = _utc(when or datetime.now(UTC)).isoformat(timespec="seconds")
+    rows, budget_rows, skipped = [], [], []
+    for rundir, summary in runs:
         if summary.verdict == INTERRUPTED:  # cut short: its rates speak for no night
             skipped.append((rundir, "interrupted before it finished"))
             continue
@@ -175,22 +186,19 @@ def append_suite(
 
 
 def budget_values(summary: Summary) -> list[tuple[object, ...]]:
-    """(budget, series, kind, value, lo, hi, limit, unit, status) per judged budget."""
+    """(budget, series, kind, value, lo, hi, limit, unit, status) per judged budget.
+
+    The budget's parts are the analysis's own parse (summary version 3 on): a
+    budget an older summary stores no parse of gets no row; its run row counts."""
+    limits = {limit.text: limit for limit in summary.limits()}
     found: list[tuple[object, ...]] = []
     for metric in summary.metrics.values():
-        text, status = metric.get("budget"), metric.get("status")
-        if not isinstance(text, str) or not status:
+        limit = limits.get(metric.budget) if metric.budget else None
+        if limit is None or not metric.status:
             continue
-        try:
-            budget = parse_budget(text)
-        except ValueError:
-            continue  # a budget this version no longer reads: its run row still counts
-        value = _number(metric.get("value"))
-        ci = metric.get("ci")
-        lo, hi = (_number(ci[0]), _number(ci[1])) if isinstance(ci, list) and len(ci) == 2 \
-            else (None, None)
-        found.append((text, budget.metric, budget.kind, value, lo, hi, budget.limit,
-                      budget.unit, str(status)))
+        lo, hi = (_finite(metric.ci[0]), _finite(metric.ci[1])) if metric.ci else (None, None)
+        found.append((limit.text, limit.metric, limit.kind, _finite(metric.value), lo, hi,
+                      limit.limit, limit.unit, metric.status))
     return found
 
 
@@ -306,6 +314,10 @@ def _point(row: Sequence[object], budgets: Sequence[BudgetPoint] = ()) -> Point:
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def typical_seconds(db: Path, nights: int = 7) -> dict[tuple[str, str], float]:

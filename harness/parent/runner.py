@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event
-from typing import Any
 
 from harness.analysis.summary import Analysis, summarize
 from harness.config import RunConfig, reproduce_command
@@ -35,9 +34,9 @@ from harness.runfiles.names import (
     STOP_FILE,
     WORKER_LOG,
 )
-from harness.runfiles.reader import load_samples
+from harness.runfiles.reader import LoadedRun, load_samples, open_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, write_summary
+from harness.runfiles.summary import RunFacts, Summary, write_summary
 from harness.verdicts import ENDING_VERDICTS, FAILING, INTERRUPTED
 
 
@@ -47,6 +46,13 @@ class RunOutcome:
     rundir: Path
     analysis: Analysis | None
     summary: Summary
+    samples: RunData | None = None  # as the parent parsed them, for the report
+    why_no_samples: str | None = None
+
+    @property
+    def loaded(self) -> LoadedRun:
+        """The run as reports read it, without reading its files again."""
+        return LoadedRun(self.rundir, self.summary, self.samples, self.why_no_samples)
 
     @property
     def reasons(self) -> list[str]:
@@ -82,7 +88,9 @@ def run(
         if ending.status == REFUSED:
             forget_run(config.path)
             raise UsageError(ending.reasons[0])
-        return conclude(config, ending)
+        # A run with a stop predicate kept every record while it ran: no second parse.
+        kept = supervisor.tail.finish() if supervisor.tail.keep_all else None
+        return conclude(config, ending, samples=kept)
     finally:
         folder_lock.release(config.path)
 
@@ -146,7 +154,8 @@ def reanalyse(rundir: Path) -> RunOutcome:
             from None
     folder_lock.claim(rundir)
     try:
-        return conclude(config, ending_from_samples(data, ends_mid_line(rundir / SAMPLES_FILE)))
+        return conclude(config, ending_from_samples(data, ends_mid_line(rundir / SAMPLES_FILE)),
+                        samples=data)
     finally:
         folder_lock.release(rundir)
 
@@ -185,15 +194,18 @@ def cut_short(verdict: str, reasons: list[str]) -> str:
     return INTERRUPTED
 
 
-def conclude(config: RunConfig, ending: Ending, command: str | None = None) -> RunOutcome:
+def conclude(
+    config: RunConfig, ending: Ending, command: str | None = None, *,
+    samples: RunData | None = None,
+) -> RunOutcome:
     """Analyse whatever was sampled and write ``summary.json``; ``command`` repeats the
-    run (default: the ``leak-harness run`` line of ``config``)."""
+    run (default: the ``leak-harness run`` line of ``config``); ``samples``: the ones
+    already parsed (else the file is read)."""
     reasons = list(ending.reasons)
-    data: RunData | None = None
-    try:
-        data = load_samples(config.path / SAMPLES_FILE)
-    except UsageError as exc:
-        reasons.append(f"no samples to analyse: {exc.message}")
+    data, why = (samples, None) if samples is not None else \
+        open_samples(config.path / SAMPLES_FILE)
+    if why is not None:
+        reasons.append(f"no samples to analyse: {why}")
     analysis = analyse(data, config, ending, reasons)
     if analysis is not None:
         verdict = analysis.verdict
@@ -208,16 +220,17 @@ def conclude(config: RunConfig, ending: Ending, command: str | None = None) -> R
         injected=list(config.inject),
         verdict=verdict,
         reasons=reasons,
-        metrics=analysis.to_json()["metrics"] if analysis else {},
+        metrics=dict(analysis.metrics) if analysis else {},
         time_to_detect_s=detected_at(data, verdict, analysis),
         duration_s=run_length(data, ending),
         ops=run_ops(data),
         command=command or reproduce_command(config),
-        extra=extra_fields(config, ending, analysis),
+        run=run_facts(config, ending, analysis),
+        analysis=analysis.details if analysis else None,
     )
     write_summary(config.path, summary)
     tidy(config.path)
-    return RunOutcome(verdict, config.path, analysis, summary)
+    return RunOutcome(verdict, config.path, analysis, summary, data, why)
 
 
 def analyse(
@@ -245,16 +258,13 @@ def detected_at(data: RunData | None, verdict: str, analysis: Analysis | None) -
     return analysis.time_to_detect_s if analysis else None
 
 
-def extra_fields(config: RunConfig, ending: Ending, analysis: Analysis | None) -> dict[str, Any]:
-    """Facts beyond summary v1's fixed fields, for reports and for people."""
-    extra: dict[str, Any] = {
-        "rundir": str(config.path), "ending": ending.status, "exit_code": ending.exit_code,
-        "budgets": list(config.budget_texts),  # what was judged, after the overrides
-    }
-    if analysis is not None:
-        full = analysis.to_json()
-        extra.update(window_s=full["window_s"], analysis=full["details"])
-    return extra
+def run_facts(config: RunConfig, ending: Ending, analysis: Analysis | None) -> RunFacts:
+    """The run's own facts beside its verdict, for reports and for people."""
+    return RunFacts(
+        rundir=str(config.path), ending=ending.status, exit_code=ending.exit_code,
+        budgets=tuple(config.budget_texts),  # what was judged, after the overrides
+        window_s=analysis.window_s if analysis else None,
+    )
 
 
 def run_length(data: RunData | None, ending: Ending) -> float:

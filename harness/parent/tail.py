@@ -43,6 +43,17 @@ class SampleTail:
         """Everything read so far, or None before the header arrived."""
         return self.builder.build() if self.builder is not None else None
 
+    def finish(self) -> RunData | None:
+        """Everything the worker wrote, once it has exited: the samples as
+        :func:`harness.runfiles.reader.load_samples` reads them, without reading the file
+        again (a last line cut mid-write is the same ``truncated`` event)."""
+        self.poll()
+        if self.builder is not None and self._partial.strip():
+            self.builder.add({"type": "event", "name": "truncated", "t": self.builder.last_t,
+                              "line": self._line_number + 1})
+            self._partial = b""
+        return self.rundata()
+
     def _read_new(self) -> bytes:
         try:
             with self.path.open("rb") as handle:

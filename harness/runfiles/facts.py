@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness.runfiles.summary import Summary
+from harness.runfiles.summary_records import Metric
 from harness.verdicts import PROCESS_VERDICTS
 
 FIXED = "fixed"
@@ -43,7 +43,7 @@ def judged_growth(summary: Summary, series: str = "rss") -> Growth | None:
     """The growth of ``series`` its budget was judged on (see the module docstring)."""
     metrics = summary.metrics
     names = [n for n in metrics if n.startswith(f"{series}_") and n.endswith("growth")]
-    judged = [n for n in names if metrics[n].get("status")]
+    judged = [n for n in names if metrics[n].status]
     # Summaries written before the metric suffixes named the series alone.
     fallback = [n for n in (f"{series}_growth", series) if n in metrics]
     for name in [*judged, *fallback]:
@@ -53,22 +53,18 @@ def judged_growth(summary: Summary, series: str = "rss") -> Growth | None:
     return None
 
 
-def _growth(name: str, metric: dict[str, Any]) -> Growth | None:
-    value, unit = metric.get("value"), str(metric.get("unit", ""))
-    if not isinstance(value, int | float) or not unit.endswith("/h") or not math.isfinite(value):
+def _growth(name: str, metric: Metric) -> Growth | None:
+    if not metric.unit.endswith("/h") or not math.isfinite(metric.value):
         return None
-    ci = metric.get("ci")
-    bounds = None
-    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        bounds = (float(ci[0]), float(ci[1]))
-    status = metric.get("status")
-    return Growth(name, float(value), bounds, unit, str(status) if status else None)
+    ci = metric.ci
+    bounds = ci if ci is not None and all(map(math.isfinite, ci)) else None
+    return Growth(name, metric.value, bounds, metric.unit, metric.status or None)
 
 
 def garbage_per_kop(summary: Summary) -> float | None:
     """Objects freed by the cyclic collector per 1000 operations, when measured."""
-    value = summary.metrics.get("cyclic_garbage", {}).get("value")
-    return float(value) if isinstance(value, int | float) else None
+    metric = summary.metrics.get("cyclic_garbage")
+    return metric.value if metric is not None and math.isfinite(metric.value) else None
 
 
 def column(summary: Summary) -> str:

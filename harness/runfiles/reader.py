@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
 from harness.errors import UsageError
+from harness.runfiles.names import SAMPLES_FILE
 from harness.runfiles.records import HeaderLine
 from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.samples import SCHEMA as SAMPLES_SCHEMA
 from harness.runfiles.samples import VERSION as SAMPLES_VERSION
 from harness.runfiles.signals import MEMORY_SIGNALS
+from harness.runfiles.summary import Summary, load_summary
 
 
 class RunDataBuilder:
@@ -161,3 +164,30 @@ def add_record(builder: RunDataBuilder, record: dict[str, Any], where: str, numb
         builder.add(record)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{where} line {number} lacks a valid field ({exc}).") from None
+
+
+def open_samples(path: Path) -> tuple[RunData | None, str | None]:
+    """The samples of a run, or None and the sentence saying why there are none."""
+    try:
+        return load_samples(path), None
+    except UsageError as exc:
+        return None, exc.message
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A finished run as every report and face reads it: its summary, and its samples or
+    why there are none. Built once per command (:func:`open_run`) or handed over by the
+    runner, which already parsed both."""
+
+    rundir: Path
+    summary: Summary
+    samples: RunData | None
+    why_no_samples: str | None = None
+
+
+def open_run(rundir: Path) -> LoadedRun:
+    """Read ``rundir``'s summary and samples, each once; UsageError without a summary."""
+    summary = load_summary(rundir)
+    samples, why = open_samples(rundir / SAMPLES_FILE)
+    return LoadedRun(rundir, summary, samples, why)

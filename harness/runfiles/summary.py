@@ -1,28 +1,25 @@
-"""``summary.json``: the verdict of one run, versioned, with upgrades from older versions.
+"""``summary.json``: the verdict of one run, typed, versioned, decoded from every version.
 
 Version history of ``leak-harness/summary``:
 
 - 1: verdict, reasons, metrics with units, time to detect, duration, ops and
-  the command that reproduces the run.
-- 2: also stores the fitted line of each judged series, so reports draw the
-  line the verdict was judged on instead of fitting their own. It sits at
-  ``extra.analysis.series.<series>.fit`` (the analysis's
-  ``details.series``, see :meth:`harness.analysis.fitline.FittedLine.to_json`):
-  ``basis`` (all, floor, tail, after_step); ``start_s``, ``end_s`` (the line's
-  window, s since start); ``analysed_from_s`` (first sample analysed, s);
-  ``mid_value`` (the line's value at the window's middle, in ``value_unit``);
-  ``per_h`` and ``ci`` (the judged slope and its 95% interval, in ``unit``,
-  ``value_unit`` per hour).
-- 3: also stores what the run page shows, so reports render without
-  analysing: ``extra.analysis.limits`` (each budget parsed: ``text``,
-  ``metric``, ``kind`` (rate or level), ``limit`` and ``unit`` in the canonical
-  units of :class:`harness.budgets.Budget`), besides ``garbage_by_type`` and
-  ``cycles`` (the aggregated cycle shapes), which most version 2 files hold.
+  the command that reproduces the run; free-form facts under ``extra``.
+- 2: also the fitted line of each judged series (``extra.analysis.series``).
+- 3: also what the run page shows, so reports render without analysing: each
+  budget parsed (``extra.analysis.limits``), garbage by type and the
+  aggregated reference cycles.
+- 4: the same facts as typed records (:mod:`harness.runfiles.summary_records`):
+  the run's own facts under ``run`` (rundir, ending, exit code, the budgets
+  judged, the measured window) and the analysis under ``analysis`` (judged
+  budgets, per-series details with the fitted line, limits, garbage by type,
+  object growth, cycles, "Where it grows"). No free-form part is left.
 
-Older versions load as they are (:attr:`Summary.version` says which); this
-module only loads and validates. Bringing an old summary up to date means
-re-analysing its samples, so the upgrades live with the analysis
-(:mod:`harness.analysis.upgrade`). Versions this code does not know are refused.
+:func:`load_summary` decodes every readable version into version 4 in one
+place, moving data and never recomputing it: a field an older version lacks
+is missing (``None``), and readers show it as missing. An old run is judged
+again only when asked (``leak-harness report --reanalyse``), which re-runs the
+analysis on its samples and rewrites the file. Versions this code does not
+know are refused.
 """
 
 from __future__ import annotations
@@ -30,19 +27,107 @@ from __future__ import annotations
 import errno
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from harness.errors import UsageError
-from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
-from harness.runfiles.reader import load_samples
+from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.rundata import RunData
+from harness.runfiles.summary_records import (
+    JSON,
+    BudgetJudgement,
+    CycleRow,
+    Finding,
+    FittedLine,
+    GarbageRow,
+    GrowthRow,
+    Limit,
+    Metric,
+    SeriesDetail,
+    integer,
+    mapping,
+    number,
+    optional_number,
+    optional_text,
+    pair,
+    sequence,
+    text,
+)
 from harness.verdicts import EXIT_HARNESS, VERDICTS
 
+T = TypeVar("T")
+
 SUMMARY_SCHEMA = "leak-harness/summary"
-SUMMARY_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SUMMARY_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Facts of the run itself, beside its verdict (None: the file's version lacks it)."""
+
+    rundir: str | None = None
+    ending: str | None = None  # how the process ended: finished, crashed, interrupted, ...
+    exit_code: int | None = None
+    budgets: tuple[str, ...] | None = None  # the budgets judged, after the overrides
+    window_s: tuple[float, float] | None = None  # measured: after warm-up to last sample
+
+    def to_json(self) -> JSON:
+        return {"rundir": self.rundir, "ending": self.ending, "exit_code": self.exit_code,
+                "budgets": list(self.budgets) if self.budgets is not None else None,
+                "window_s": list(self.window_s) if self.window_s is not None else None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> RunFacts:
+        budgets, window, code = data.get("budgets"), data.get("window_s"), data.get("exit_code")
+        return cls(
+            optional_text(data.get("rundir")), optional_text(data.get("ending")),
+            integer(code) if code is not None else None,
+            tuple(map(text, sequence(budgets))) if budgets is not None else None,
+            pair(window) if window is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class AnalysisDetails:
+    """What the analysis found beyond the metrics; each part None when the version lacks it."""
+
+    budgets: tuple[BudgetJudgement, ...] | None = None
+    series: Mapping[str, SeriesDetail] | None = None
+    limits: tuple[Limit, ...] | None = None
+    garbage_by_type: tuple[GarbageRow, ...] | None = None
+    object_growth: tuple[GrowthRow, ...] | None = None
+    cycles: tuple[CycleRow, ...] | None = None
+    where: tuple[Finding, ...] | None = None
+
+    def to_json(self) -> JSON:
+        def rows(found: tuple[BudgetJudgement | Limit | GarbageRow | GrowthRow | CycleRow
+                              | Finding, ...] | None) -> list[JSON] | None:
+            return [row.to_json() for row in found] if found is not None else None
+
+        return {
+            "budgets": rows(self.budgets),
+            "series": {k: v.to_json() for k, v in self.series.items()}
+            if self.series is not None else None,
+            "limits": rows(self.limits), "garbage_by_type": rows(self.garbage_by_type),
+            "object_growth": rows(self.object_growth), "cycles": rows(self.cycles),
+            "where": rows(self.where),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> AnalysisDetails:
+        series = data.get("series")
+        return cls(
+            _rows(data, "budgets", BudgetJudgement.from_json),
+            {str(k): SeriesDetail.from_json(mapping(v)) for k, v in mapping(series).items()}
+            if series is not None else None,
+            _rows(data, "limits", Limit.from_json),
+            _rows(data, "garbage_by_type", GarbageRow.from_json),
+            _rows(data, "object_growth", GrowthRow.from_json),
+            _rows(data, "cycles", CycleRow.from_json),
+            _rows(data, "where", Finding.from_json),
+        )
 
 
 @dataclass(frozen=True)
@@ -53,81 +138,77 @@ class Summary:
     injected: list[str]
     verdict: str
     reasons: list[str]
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, Metric]
     time_to_detect_s: float | None
     duration_s: float
     ops: int
     command: str
-    extra: dict[str, Any] = field(default_factory=dict)  # rundir, exit status, analysis, ...
-    version: int = SUMMARY_VERSION  # the format it was read in; older ones lack fields
+    run: RunFacts = RunFacts()
+    analysis: AnalysisDetails | None = None  # None: the analysis failed, or a version 1 file
+    version: int = SUMMARY_VERSION  # the version the file was written in
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise UsageError(f"unknown verdict {self.verdict!r}; one of {', '.join(VERDICTS)}.")
 
-    def to_json(self) -> dict[str, Any]:
-        fields_only = {k: v for k, v in asdict(self).items() if k != "version"}
-        return {"schema": SUMMARY_SCHEMA, "version": self.version, **fields_only}
+    def to_json(self) -> JSON:
+        """Always version 4: a summary read from an older file is written as version 4."""
+        return {
+            "schema": SUMMARY_SCHEMA, "version": SUMMARY_VERSION, "scenario": self.scenario,
+            "injected": list(self.injected), "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "metrics": {name: m.to_json() for name, m in self.metrics.items()},
+            "time_to_detect_s": self.time_to_detect_s, "duration_s": self.duration_s,
+            "ops": self.ops, "command": self.command, "run": self.run.to_json(),
+            "analysis": self.analysis.to_json() if self.analysis is not None else None,
+        }
 
-    def fitted_line(self, series: str) -> dict[str, Any] | None:
-        """The stored line ``series`` was judged on (version 2), or None.
+    def fitted_line(self, series: str) -> FittedLine | None:
+        """The line ``series`` was judged on, or None (none fitted, or an older file)."""
+        details = self.analysis.series if self.analysis is not None else None
+        found = details.get(series) if details is not None else None
+        return found.fit if found is not None else None
 
-        None also for a series the analysis could not fit (too few samples)
-        and for a version 1 summary that was not upgraded.
-        """
-        analysis = self.extra.get("analysis")
-        found = _get(_get(_get(analysis, "series"), series), "fit")
-        return found if isinstance(found, dict) else None
+    def series_detail(self, series: str) -> SeriesDetail | None:
+        details = self.analysis.series if self.analysis is not None else None
+        return details.get(series) if details is not None else None
+
+    def findings(self) -> tuple[Finding, ...]:
+        """"Where it grows", most certain first (empty for summaries written before it)."""
+        return (self.analysis.where or ()) if self.analysis is not None else ()
 
     def where_it_grows(self) -> list[str]:
-        """The "Where it grows" sentences (empty for summaries written before them)."""
-        found = _get(self.extra.get("analysis"), "where")
-        if not isinstance(found, list):
-            return []
-        return [str(f["text"]) for f in found if isinstance(f, Mapping) and "text" in f]
+        """The "Where it grows" sentences."""
+        return [f.text for f in self.findings()]
+
+    def limits(self) -> tuple[Limit, ...]:
+        return (self.analysis.limits or ()) if self.analysis is not None else ()
+
+    def judged_budgets(self) -> tuple[BudgetJudgement, ...]:
+        return (self.analysis.budgets or ()) if self.analysis is not None else ()
 
     def level_limit(self, metric: str) -> float | None:
-        """The limit of the level budget (``<= N``) the summary judged ``metric`` on, or None.
+        """The limit of the level budget (``<= N``) the summary judged ``metric`` on, or None."""
+        judged = self.metrics.get(f"{metric}_max")
+        text_ = judged.budget if judged is not None else None
+        limit = next((lim for lim in self.limits() if lim.text == text_), None)
+        return limit.limit if limit is not None and limit.kind == "level" else None
 
-        The judged budget is the one the ``<metric>_max`` metric names; its parsed
-        limit is the analysis's (version 3, :func:`harness.analysis.upgrade.upgrade`).
-        """
-        text = self.metrics.get(f"{metric}_max", {}).get("budget")
-        found = _get(self.extra.get("analysis"), "limits")
-        if not text or not isinstance(found, list):
-            return None
-        for limit in found:
-            if isinstance(limit, Mapping) and limit.get("text") == text:
-                value = limit.get("limit")
-                if limit.get("kind") == "level" and isinstance(value, int | float):
-                    return float(value)
-                return None
-        return None
-
-    def garbage_by_type(self) -> list[dict[str, Any]]:
+    def garbage_by_type(self) -> tuple[GarbageRow, ...]:
         """Garbage by type after the warm-up, most objects first (the analysis's top rows)."""
-        found = _get(self.extra.get("analysis"), "garbage_by_type")
-        return [r for r in found if isinstance(r, dict)] if isinstance(found, list) else []
+        return (self.analysis.garbage_by_type or ()) if self.analysis is not None else ()
 
-    def cycles(self) -> list[dict[str, Any]]:
-        """The aggregated reference cycles: ``shape``, ``count``, ``retained_bytes``, ``types``."""
-        found = _get(self.extra.get("analysis"), "cycles")
-        if not isinstance(found, list):
-            return []
-        return [c for c in found if isinstance(c, dict) and c.get("shape")]
+    def cycles(self) -> tuple[CycleRow, ...]:
+        """The aggregated reference cycles the garbage windows explained."""
+        return (self.analysis.cycles or ()) if self.analysis is not None else ()
 
     def cycle_paths(self) -> list[str]:
-        """The reference cycles the garbage windows explained, as ``A.x -> B.y -> (back)``."""
-        return [" -> ".join([*c["shape"], "(back)"]) for c in self.cycles()]
+        """The reference cycles, as ``A.x -> B.y -> (back)``."""
+        return [c.path for c in self.cycles()]
 
 
-# Brings a summary up to date from the run's samples (None: none could be read).
-# The analysis provides it (harness.analysis.upgrade.upgrade); faces hand it to reports.
+# Transitional, removed with harness.analysis.upgrade.
 Upgrade = Callable[[Summary, RunData | None], Summary]
-
-
-def _get(mapping: object, key: str) -> object:
-    return mapping.get(key) if isinstance(mapping, Mapping) else None
 
 
 def write_summary(rundir: Path, summary: Summary) -> Path:
@@ -150,8 +231,7 @@ def write_summary(rundir: Path, summary: Summary) -> Path:
 
 
 def load_summary(rundir: Path) -> Summary:
-    """The summary as written, in any readable version (not upgraded: see
-    :func:`harness.analysis.upgrade.upgrade`)."""
+    """The summary of ``rundir`` as version 4, from any readable version."""
     path = rundir / SUMMARY_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -167,13 +247,44 @@ def load_summary(rundir: Path) -> Summary:
             f"{path} is summary version {version!r}; this leak-harness reads versions "
             f"{READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]} only."
         )
-    fields_only = {k: v for k, v in data.items() if k not in ("schema", "version")}
     try:
-        return Summary(**fields_only, version=version)
-    except TypeError as exc:
-        raise UsageError(f"{path} does not match summary version {version} ({exc}).") from None
+        return decode(data)
+    except (KeyError, TypeError, ValueError, UsageError) as exc:
+        why = exc.message if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"{path} does not match summary version {version} ({why}).") from None
 
 
-def load_run(rundir: Path) -> tuple[RunData, Summary]:
-    """Both result files of a finished run."""
-    return load_samples(rundir / SAMPLES_FILE), load_summary(rundir)
+def decode(data: Mapping[str, object]) -> Summary:
+    """A summary's JSON, of any readable version, as version 4 (moved, never recomputed)."""
+    version = integer(data["version"])
+    if version >= 4:
+        run = RunFacts.from_json(mapping(data.get("run") or {}))
+        details = data.get("analysis")
+    else:
+        run, details = _facts_before_v4(mapping(data.get("extra") or {}))
+    metrics = {str(k): Metric.from_json(mapping(v)) for k, v in mapping(data["metrics"]).items()}
+    ttd = data.get("time_to_detect_s")
+    return Summary(
+        scenario=text(data["scenario"]), injected=list(map(text, sequence(data["injected"]))),
+        verdict=text(data["verdict"]), reasons=list(map(text, sequence(data["reasons"]))),
+        metrics=metrics, time_to_detect_s=optional_number(ttd),
+        duration_s=number(data["duration_s"]), ops=integer(data["ops"]),
+        command=text(data["command"]), run=run,
+        # Version 1 named the analysis module here instead of holding its details.
+        analysis=AnalysisDetails.from_json(details) if isinstance(details, Mapping) else None,
+        version=version,
+    )
+
+
+def _facts_before_v4(extra: Mapping[str, object]) -> tuple[RunFacts, object]:
+    """Versions 1-3 kept the run's facts and the analysis in one free-form ``extra``."""
+    facts = {k: extra[k] for k in ("rundir", "ending", "exit_code", "budgets", "window_s")
+             if k in extra}
+    return RunFacts.from_json(facts), extra.get("analysis")
+
+
+def _rows(data: Mapping[str, object], key: str,
+             read: Callable[[Mapping[str, object]], T]) -> tuple[T, ...] | None:
+    found = data.get(key)
+    return tuple(read(mapping(row)) for row in sequence(found)) if found is not None else None
+

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Protocol
 
 from harness.errors import UsageError
+from harness.runfiles.reader import LoadedRun
 
 RESULTS_DIR = Path("results") / "runs"
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -94,23 +95,22 @@ def default_rundir(name: str) -> Path:
     return candidate
 
 
-def write_report(rundir: Path) -> Path:
-    """The run's ``report.html``; an older summary is first brought up to date in memory.
-    Raises OSError when the folder takes no more (a full disk, a read-only folder)."""
-    from harness.analysis.upgrade import upgrade
+def write_report(loaded: LoadedRun) -> Path:
+    """The run's ``report.html``, in its folder. Raises OSError when the folder takes no
+    more (a full disk, a read-only folder)."""
     from reports.run import write_run_report  # lazy: matplotlib stays off the run path
 
-    return write_run_report(rundir, upgrade=upgrade)
+    return write_run_report(loaded)
 
 
-def report_line(rundir: Path) -> str:
+def report_line(loaded: LoadedRun) -> str:
     """``report: <path>``, or why it could not be written: the verdict printed before it
     stands (its samples and summary are on disk), so a full disk costs the plots only."""
     try:
-        return f"report: {write_report(rundir)}"
+        return f"report: {write_report(loaded)}"
     except OSError as exc:
         return (f"report: not written ({exc.strerror or exc}); the verdict above stands, its "
-                f"samples and summary are in {rundir}")
+                f"samples and summary are in {loaded.rundir}")
 
 
 WHERE_SHOWN = 3  # lines of "Where it grows" printed unless --where all

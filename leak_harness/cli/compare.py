@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.runfiles.names import SUMMARY_FILE
+from harness.runfiles.reader import open_run
 
 
 class CompareCommand:
@@ -27,13 +28,12 @@ class CompareCommand:
                             help="folder for compare.png and compare.html")
 
     def run(self, args: argparse.Namespace) -> int:
-        from harness.analysis.upgrade import upgrade
         from reports.compare import write_comparison
 
         for path in (args.a, args.b):
             if not (path / SUMMARY_FILE).exists():
                 raise UsageError(f"{path} is not a run folder (no {SUMMARY_FILE}).")
-        comparison = write_comparison(args.a, args.b, args.out, upgrade=upgrade)
+        comparison = write_comparison(open_run(args.a), open_run(args.b), args.out)
         print(comparison.sentence)
         print(f"comparison: {comparison.html}")
         return 0

@@ -166,7 +166,7 @@ def show(processes: list[Recorded], verdict: str, stopped: Stopped, show_where: 
         for reason in p.outcome.reasons:
             print(f"  - {reason}")
         print_where(p.outcome.summary.where_it_grows(), show_where, indent="  ")
-        print(f"  {report_line(p.outcome.rundir)}")
+        print(f"  {report_line(p.outcome.loaded)}")
     print(f"overall: {verdict} ({len(processes)} process{'es' * (len(processes) != 1)}; "
           f"the program's exit code {stopped.exit_code})")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.parent.runner import reanalyse
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
+from harness.runfiles.reader import open_run
 from leak_harness.cli.base import write_report
 from leak_harness.cli.suite_out import finish_suite
 
@@ -42,6 +43,7 @@ class ReportCommand:
     examples:
       leak-harness report results/runs/mamba-lru-20261130-101500
       leak-harness report shard-1/ shard-2/ --out results/merged --history results/history.sqlite
+      leak-harness report --reanalyse results/runs/mamba-lru-20261130-101500
     """
 
     name = "report"
@@ -51,11 +53,18 @@ class ReportCommand:
                             help="a run folder, or folders holding run folders")
         parser.add_argument("--out", type=Path, help="where the merged suite report goes")
         parser.add_argument("--history", type=Path, help="append the runs to this database")
+        parser.add_argument("--reanalyse", action="store_true",
+                            help="judge each run again with this version's analysis, from its "
+                                 "samples, and rewrite its summary.json (an older summary is "
+                                 "otherwise shown as it was judged)")
 
     def run(self, args: argparse.Namespace) -> int:
         rundirs = find_rundirs(args.paths)
+        if args.reanalyse:
+            for rundir in rundirs:
+                print(f"{rundir}: judged again: {reanalyse(rundir).verdict}")
         if len(rundirs) == 1 and args.out is None and args.history is None:
-            print(f"report: {write_report(rundirs[0])}")
+            print(f"report: {write_report(open_run(rundirs[0]))}")
             return 0
         out = args.out or (args.paths[0] if len(args.paths) == 1 else Path("results/merged"))
         return finish_suite(rundirs, out, args.history)

@@ -18,6 +18,7 @@ from types import TracebackType
 
 from harness.parent.matrix import Cell, CellResult
 from harness.parent.supervisor import Snapshot
+from harness.runfiles.reader import open_run
 from leak_harness.cli.base import write_report
 from leak_harness.cli.check_view import PlainView
 
@@ -27,7 +28,7 @@ LOWEST_PRIORITY = 19
 def draw(rundir: Path) -> bool:
     """Write one run's report; False when it could not (the suite retries it)."""
     try:
-        write_report(rundir)
+        write_report(open_run(rundir))
     except Exception:
         return False
     return True

@@ -69,7 +69,7 @@ class RunCommand:
                 print(f"  - {reason}")
             print_where(outcome.summary.where_it_grows(), args.where)
             print(f"run folder: {outcome.rundir}")
-            print(report_line(outcome.rundir))
+            print(report_line(outcome.loaded))
         if args.json:
             print_summary_json(outcome.rundir, outcome.verdict, outcome.reasons)
         return signals.exit_code(exit_code(outcome.verdict, args.strict))

@@ -36,7 +36,7 @@ def key_gauges(a: Side, b: Side) -> list[str]:
         return []
     shared = sorted(set(a.run.gauges) & set(b.run.gauges))
     budgeted = {name for side in (a, b) for name in shared
-                if any(m.get("status") for n, m in side.summary.metrics.items()
+                if any(m.status for n, m in side.summary.metrics.items()
                        if n.startswith(f"{name}_"))}
     return sorted(shared, key=lambda n: (n not in budgeted, n))[:MAX_GAUGES]
 

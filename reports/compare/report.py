@@ -14,12 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UsageError
 from harness.runfiles.facts import Growth, column, garbage_per_kop, judged_growth
-from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
-from harness.runfiles.reader import load_samples
-from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import Summary, Upgrade, load_summary
+from harness.runfiles.names import REPORT_FILE
+from harness.runfiles.reader import LoadedRun
+from harness.runfiles.summary import Summary
 from reports.compare.model import Side
 from reports.compare.plot import draw_comparison, key_gauges
 from reports.render.fitline import stored_fit
@@ -45,20 +43,15 @@ class Comparison:
 SERIES = ("rss", "heap", "uss", "py_blocks")
 
 
-def write_comparison(
-    a: Path, b: Path, out: Path, *, upgrade: Upgrade | None = None
-) -> Comparison:
-    """Compare run folders ``a`` and ``b``; write the three files into ``out``.
+def write_comparison(a: LoadedRun, b: LoadedRun, out: Path) -> Comparison:
+    """Compare runs ``a`` and ``b``; write the three files into ``out``.
 
     Both sides are compared on one series: the one a failing budget of either
     run was judged on (a leak the heap caught is compared on the heap), else RSS.
-    ``upgrade``: the face's way to bring an older summary up to date
-    (:func:`harness.analysis.upgrade.upgrade`), used when a side has no growth metric.
     """
-    summaries = [load_summary(Path(a)), load_summary(Path(b))]
-    series = compared_series(summaries)
-    first = load_side("A", Path(a), series, upgrade)
-    second = load_side("B", Path(b), series, upgrade)
+    series = compared_series([a.summary, b.summary])
+    first = load_side("A", a, series)
+    second = load_side("B", b, series)
     ratio, sentence = growth_ratio(first, second)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,32 +67,23 @@ def compared_series(summaries: Sequence[Summary]) -> str:
     for status in ("leak", "suspicious"):
         for summary in summaries:
             for name, metric in summary.metrics.items():
-                if metric.get("status") == status and name.endswith("growth"):
+                if metric.status == status and name.endswith("growth"):
                     series = next((s for s in SERIES if name.startswith(f"{s}_")), None)
                     if series is not None:
                         return series
     return "rss"
 
 
-def load_side(
-    letter: str, rundir: Path, series: str = "rss", upgrade: Upgrade | None = None
-) -> Side:
-    summary = load_summary(rundir)
-    try:
-        run: RunData | None = load_samples(rundir / SAMPLES_FILE)
-    except UsageError:
-        run = None  # the summary still has a verdict and maybe a growth
+def load_side(letter: str, loaded: LoadedRun, series: str = "rss") -> Side:
+    summary = loaded.summary
     growth = judged_growth(summary, series)
     if growth is None:
-        # No growth metric: quote the stored line's slope (a version 1
-        # summary gets its lines from the face's upgrade, one re-analysis).
-        if upgrade is not None:
-            summary = upgrade(summary, run)
+        # No growth metric: quote the stored line's slope.
         fit = stored_fit(summary, series)
         unit = "B/h" if series != "py_blocks" else "/h"
         growth = Growth(f"{series}_growth", fit.per_h, fit.ci, unit) if fit else None
     label = f"{letter}: {summary.scenario} · {column(summary)} · {series}"
-    return Side(label, rundir, summary, run, growth)
+    return Side(label, loaded.rundir, summary, loaded.samples, growth)
 
 
 def growth_ratio(a: Side, b: Side) -> tuple[float | None, str]:

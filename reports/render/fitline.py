@@ -1,7 +1,7 @@
 """The fitted growth line a memory plot draws, and the band of its 95% interval.
 
 The line is the one the verdict was judged on, read from ``summary.json``
-(version 2 stores it per series: :meth:`harness.runfiles.summary.Summary.fitted_line`).
+(per series: :meth:`harness.runfiles.summary.Summary.fitted_line`).
 Reports never fit a line themselves, so a plot cannot disagree with its
 verdict, whatever the analysis code does after the run.
 
@@ -13,18 +13,16 @@ It says how fast the series may grow, not where each sample may fall.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from harness.basis import BASIS_WORDS
 from harness.runfiles.rundata import FloatArray
 from harness.runfiles.summary import Summary
+from harness.runfiles.summary_records import FittedLine
 
 BAND_POINTS = 64
-NUMBER_KEYS = ("start_s", "end_s", "mid_value", "per_h", "analysed_from_s")
 
 
 @dataclass(frozen=True)
@@ -40,17 +38,17 @@ class FitLine:
     analysed_from_s: float  # first sample analysed, after any automatic warm-up cut
 
     @classmethod
-    def from_json(cls, fit: Mapping[str, Any]) -> FitLine | None:
-        """The line a summary stores; None when a number it needs is missing or not finite."""
-        numbers = [x for x in map(_number, (fit.get(key) for key in NUMBER_KEYS)) if x is not None]
-        if len(numbers) < len(NUMBER_KEYS):
+    def from_fitted(cls, fit: FittedLine) -> FitLine | None:
+        """The line a summary stores; None when a number it needs is not finite."""
+        numbers = (fit.start_s, fit.end_s, fit.mid_value, fit.per_h, fit.analysed_from_s)
+        if not all(map(math.isfinite, numbers)):
             return None
-        start, end, mid, per_h, analysed = numbers
-        ci = fit.get("ci")
-        low, high = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
+        low, high = fit.ci
         # A bound the analysis could not give (stored as null) collapses onto the line.
-        interval = (_or(_number(low), per_h), _or(_number(high), per_h))
-        return cls(start, end, mid, per_h, interval, str(fit.get("basis", "all")), analysed)
+        interval = (low if math.isfinite(low) else fit.per_h,
+                    high if math.isfinite(high) else fit.per_h)
+        return cls(fit.start_s, fit.end_s, fit.mid_value, fit.per_h, interval, fit.basis,
+                   fit.analysed_from_s)
 
     @property
     def mid_s(self) -> float:
@@ -75,12 +73,5 @@ class FitLine:
 def stored_fit(summary: Summary, series: str = "rss") -> FitLine | None:
     """The judged line of ``series`` from the summary, or None when it stores none."""
     fit = summary.fitted_line(series)
-    return FitLine.from_json(fit) if fit is not None else None
+    return FitLine.from_fitted(fit) if fit is not None else None
 
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value

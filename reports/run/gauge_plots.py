@@ -90,10 +90,9 @@ def _gauge_panel(axes: Axes, model: RunModel, name: str, scale: TimeScale) -> No
         axes.axhline(limit, color=STATUS_COLOURS["leak"], ls="--", lw=1.0)
     metric = model.summary.metrics.get(f"{name}_growth")
     title = name
-    if metric and isinstance(metric.get("value"), int | float):
-        unit = str(metric.get("unit", ""))
+    if metric is not None and math.isfinite(metric.value):
         # On a line of its own: beside the name it ran into the next panel's title.
-        title += f"\n{format_growth(float(metric['value']), metric.get('ci'), unit)}"
+        title += f"\n{format_growth(metric.value, metric.ci, metric.unit)}"
     axes.set_title(title, fontsize=9, color=status_colour(model, name))
     axes.ticklabel_format(axis="y", useOffset=False, style="plain")
     axes.grid(alpha=0.3)

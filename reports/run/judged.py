@@ -2,15 +2,15 @@
 
 A report leads with what convicted the run, so a reader sees the signal, its
 rate against its budget and the samples behind it before anything else. All of
-it comes from ``summary.json`` (``extra.analysis.budgets``, ``limits`` and
-``series``): the page cannot disagree with the verdict.
+it comes from ``summary.json`` (the analysis's judged budgets, limits and
+series): the page cannot disagree with the verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness.runfiles.summary import Summary
 from harness.units import format_duration, format_rate
@@ -57,34 +57,19 @@ class JudgedBudget:
 
 def judged_budgets(summary: Summary) -> list[JudgedBudget]:
     """Every budget the summary judged, in its order; empty for older summaries."""
-    analysis = summary.extra.get("analysis")
-    if not isinstance(analysis, Mapping):
-        return []
-    limits = {str(lim.get("text")): lim for lim in _records(analysis.get("limits"))}
+    limits = {limit.text: limit for limit in summary.limits()}
     judged = []
-    for budget in _records(analysis.get("budgets")):
-        text = str(budget.get("text", ""))
-        limit = limits.get(text)
+    for budget in summary.judged_budgets():
+        limit = limits.get(budget.text)
         if limit is None:
             continue
-        series = str(limit.get("metric", ""))
-        kind = str(limit.get("kind", "rate"))
-        unit = str(limit.get("unit", ""))
-        fit = stored_fit(summary, series) if kind == "rate" and unit.endswith("/h") else None
+        per_hour = limit.kind == "rate" and limit.unit.endswith("/h")
+        fit = stored_fit(summary, limit.metric) if per_hour else None
+        detail = summary.series_detail(limit.metric)
         judged.append(JudgedBudget(
-            text, series, kind, float(limit.get("limit", 0.0)), unit,
-            str(budget.get("status", "")), str(budget.get("reason", "")), fit,
-            _taken_off(analysis, series)))
+            budget.text, limit.metric, limit.kind, limit.limit, limit.unit, budget.status,
+            budget.reason, fit, (detail.taken_off or ()) if detail is not None else ()))
     return judged
-
-
-def _taken_off(analysis: Mapping[str, Any], series: str) -> tuple[tuple[float, float], ...]:
-    details = analysis.get("series")
-    found = details.get(series) if isinstance(details, Mapping) else None
-    steps = found.get("taken_off") if isinstance(found, Mapping) else None
-    if not isinstance(steps, list):
-        return ()
-    return tuple((float(end), float(amount)) for end, amount in steps)
 
 
 def convicting(judged: Sequence[JudgedBudget]) -> list[JudgedBudget]:
@@ -108,10 +93,6 @@ def failing_first(
     return first, rest
 
 
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
-
-
 def convicting_signal(summary: Summary) -> str:
     """One phrase for an index cell: the first failing budget with its rate ("heap
     +43.7 MB/h [42.3, 45.1] over 'heap: 10 MB/h'"), a process ending's first reason,
@@ -123,11 +104,8 @@ def convicting_signal(summary: Summary) -> str:
             return f"{len(judged)} budgets held" if judged else "no budget judged"
         return summary.reasons[0] if summary.reasons else ""
     first = failing[0]
-    metric = next((m for m in summary.metrics.values() if m.get("budget") == first.text), None)
-    value = metric.get("value") if metric is not None else None
-    if first.kind == "level" or not isinstance(value, int | float):
+    metric = next((m for m in summary.metrics.values() if m.budget == first.text), None)
+    if first.kind == "level" or metric is None or not math.isfinite(metric.value):
         return first.reason
-    ci = metric.get("ci") if metric is not None else None
-    rate = format_growth(float(value), ci if isinstance(ci, list) else None,
-                         str(metric.get("unit", "")) if metric is not None else "")
+    rate = format_growth(metric.value, list(metric.ci) if metric.ci else None, metric.unit)
     return f"{first.series} {rate} over {first.text!r}"

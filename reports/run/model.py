@@ -3,8 +3,8 @@
 :func:`build_run_model` turns the loaded samples and summary into rows and
 lines ready to render (metric table, garbage and cycle tables, fitted RSS
 line); the HTML and the plots only lay them out. Everything the analysis
-concluded comes from ``summary.json`` (version 3; faces upgrade older ones),
-so the page cannot disagree with it; the samples add the curves.
+concluded comes from ``summary.json`` (what an older version lacks shows as
+missing), so the page cannot disagree with it; the samples add the curves.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from harness.runfiles.names import (
 )
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
+from harness.runfiles.summary_records import Metric
 from reports.render.fitline import FitLine, stored_fit
 from reports.render.numbers import value_cells
 from reports.run.judged import JudgedBudget, judged_budgets
@@ -127,49 +128,31 @@ def warmup_of(run: RunData) -> float | None:
     return float(configured) if isinstance(configured, int | float) else None
 
 
-def metric_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[MetricRow]:
+def metric_rows(metrics: Mapping[str, Metric]) -> list[MetricRow]:
     """Table rows, budgeted metrics first (in summary order), then the rest by name."""
-    judged = [name for name, m in metrics.items() if m.get("status")]
+    judged = [name for name, m in metrics.items() if m.status]
     others = sorted(name for name in metrics if name not in judged)
     return [_metric_row(name, metrics[name]) for name in [*judged, *others]]
 
 
-def _metric_row(name: str, metric: Mapping[str, Any]) -> MetricRow:
-    value = metric.get("value")
-    ci = metric.get("ci")
-    number = float(value) if isinstance(value, int | float) else None
-    shown, unit, interval = value_cells(number, ci if isinstance(ci, list) else None,
-                                        str(metric.get("unit", "")))
-    return MetricRow(
-        name=name,
-        value=shown,
-        unit=unit,
-        interval=interval,
-        budget=str(metric.get("budget") or ""),
-        status=str(metric.get("status") or ""),
-        note=str(metric.get("note") or ""),
-    )
+def _metric_row(name: str, metric: Metric) -> MetricRow:
+    shown, unit, interval = value_cells(metric.value, metric.ci, metric.unit)
+    return MetricRow(name=name, value=shown, unit=unit, interval=interval,
+                     budget=metric.budget or "", status=metric.status or "",
+                     note=metric.note or "")
 
 
 def cycle_rows(summary: Summary) -> list[CycleRow]:
     """The most common explained cycle shapes over all garbage windows, as the analysis
     aggregated them."""
-    return [
-        CycleRow(path, int(c.get("count", 0)), int(c.get("retained_bytes", 0)),
-                 ", ".join(map(str, c.get("types") or ())))
-        for path, c in zip(summary.cycle_paths(), summary.cycles(), strict=True)
-    ]
+    return [CycleRow(c.path, c.count, c.retained_bytes, ", ".join(c.types))
+            for c in summary.cycles()]
 
 
 def garbage_rows(summary: Summary) -> list[GarbageRow]:
     """Garbage by type after the warm-up, as the analysis summed it."""
-    rows = []
-    for row in summary.garbage_by_type():
-        per_kop = row.get("per_kop")
-        rows.append(GarbageRow(str(row.get("type", "")), int(row.get("objects", 0)),
-                               int(row.get("bytes", 0)),
-                               float(per_kop) if isinstance(per_kop, int | float) else None))
-    return rows
+    return [GarbageRow(row.type, row.objects, row.bytes, row.per_kop)
+            for row in summary.garbage_by_type()]
 
 
 def environment_rows(header: Mapping[str, Any]) -> list[tuple[str, str]]:

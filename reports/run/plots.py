@@ -189,7 +189,7 @@ def mark_events(axes: Axes, run: RunData, scale: TimeScale) -> None:
 
 def status_colour(model: RunModel, series: str) -> str:
     """The colour of the worst budget status on ``series``' metrics (black if none)."""
-    statuses = [m.get("status") for n, m in model.summary.metrics.items()
+    statuses = [m.status for n, m in model.summary.metrics.items()
                 if n.startswith(f"{series}_") or n == series]
     for status in ("leak", "error", "suspicious", "pass"):
         if status in statuses:

@@ -30,6 +30,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column, column_of, detect_s
 from harness.runfiles.names import CONFIG_FILE, REPORT_FILE, SUITE_INDEX, SUMMARY_FILE
+from harness.runfiles.reader import open_run
 from harness.runfiles.summary import Upgrade, load_summary
 from harness.verdicts import PROCESS_VERDICTS, VERDICTS
 from reports.run.judged import convicting_signal
@@ -170,4 +171,4 @@ def _write_missing_reports(cells: Sequence[Cell], upgrade: Upgrade | None) -> No
 
 def _report_one(rundir: Path, upgrade: Upgrade | None) -> None:
     with suppress(UsageError):  # the matrix still shows the cell; its link says it is missing
-        write_run_report(rundir, upgrade=upgrade)
+        write_run_report(open_run(rundir))

@@ -18,6 +18,7 @@ from harness.analysis.calibration import Calibration
 from harness.analysis.summary import Analysis, summarize
 from harness.analysis.trend import growth
 from harness.runfiles.rundata import RunData
+from harness.runfiles.summary import AnalysisDetails
 from tests.analysis.synth import HOUR, MB, ar1, budgets, pages, run_data, settling, times
 
 RSS = "rss: 50 MB/h"
@@ -45,10 +46,8 @@ def with_trim(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.append(t, [end + 0.05, end + 0.2]), np.append(v, [v[-1] - 1.5 * MB, v[-1] - 3 * MB])
 
 
-def rss_rule(analysis_details: dict[str, object]) -> str:
-    budgets = analysis_details["budgets"]
-    assert isinstance(budgets, list)
-    return str(next(b["rule"] for b in budgets if b["text"] == RSS))
+def rss_rule(analysis_details: AnalysisDetails) -> str:
+    return next(b.rule for b in analysis_details.budgets or () if b.text == RSS)
 
 
 def test_healthy_20s_runs_pass_and_say_why() -> None:

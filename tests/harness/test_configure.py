@@ -113,5 +113,5 @@ def test_cli_check_and_pytest_judge_the_same_budgets(
     for rundir in (cli_dir, cell.outcome.rundir, outcome.rundir):
         summary = load_summary(rundir)
         assert summary.verdict == "pass", summary.reasons
-        assert summary.extra["budgets"] == expected
-        assert [b["text"] for b in summary.extra["analysis"]["budgets"]] == expected
+        assert list(summary.run.budgets or ()) == expected
+        assert [b.text for b in summary.judged_budgets()] == expected

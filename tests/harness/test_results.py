@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from harness.analysis.upgrade import upgrade, upgrade_from_v1
 from harness.config import RunConfig, SamplerIntervals
 from harness.errors import UsageError
 from harness.runfiles.names import SUMMARY_FILE
 from harness.runfiles.reader import load_samples
-from harness.runfiles.summary import SUMMARY_VERSION, Summary, load_run, load_summary, write_summary
+from harness.runfiles.summary import SUMMARY_VERSION, Summary, load_summary, write_summary
+from leak_harness.cli import main
 
 GOLDEN = Path(__file__).parent / "golden" / "run-v1"
 
 
 def test_golden_v1_run_loads_into_rundata_and_summary() -> None:
-    data, summary = load_run(GOLDEN)
+    data, summary = load_samples(GOLDEN / "samples.jsonl"), load_summary(GOLDEN)
     assert data.header["env"]["python"] and data.header["config"]["seed"] == 0
     assert list(data.rss.t) == [0.0, 0.1, 0.5, 1.0, 2.0, 2.02] and data.rss.unit == "B"
     assert list(data.uss.v) == [18874368, 18878464, 18882560, 18636800]
@@ -31,7 +32,7 @@ def test_golden_v1_run_loads_into_rundata_and_summary() -> None:
     assert [e["name"] for e in data.events] == ["start", "warmup_end", "loop_end", "malloc_trim",
                                                 "end"]
     assert summary.verdict == "pass" and summary.ops == 1739
-    assert summary.metrics["rss"]["ci"] == [-3.0e6, 5.4e6]
+    assert summary.metrics["rss"].ci == (-3.0e6, 5.4e6)
 
 
 def test_golden_config_round_trips_through_runconfig() -> None:
@@ -100,31 +101,45 @@ def test_empty_samples_file_is_refused(tmp_path: Path) -> None:
 def test_summary_round_trips_and_unknown_versions_are_refused(tmp_path: Path) -> None:
     original = load_summary(GOLDEN)
     write_summary(tmp_path, original)
-    assert load_summary(tmp_path) == original
+    assert load_summary(tmp_path) == dataclasses.replace(original, version=SUMMARY_VERSION)
     data = json.loads((tmp_path / "summary.json").read_text())
     (tmp_path / "summary.json").write_text(json.dumps({**data, "version": 7}))
     with pytest.raises(UsageError, match="summary version 7; this leak-harness reads versions 1"):
         load_summary(tmp_path)
 
 
-def test_v1_summary_is_upgraded_in_memory_from_its_samples(tmp_path: Path) -> None:
-    data, summary = load_run(GOLDEN)
-    assert summary.version == 1
-    upgraded = upgrade(summary, data)
-    assert upgraded.version == SUMMARY_VERSION
-    assert (upgraded.verdict, upgraded.metrics) == (summary.verdict, summary.metrics)
-    assert isinstance(upgraded.extra["analysis"]["series"], dict)  # re-analysed, with details
-    assert upgrade(summary, None) == summary  # no samples: nothing to re-analyse
-    assert upgrade(upgraded, None) is upgraded  # already current
-    write_summary(tmp_path, upgraded)
-    assert load_summary(tmp_path) == upgraded
-    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["version"] == SUMMARY_VERSION
+def golden_summary(version: int, tmp_path: Path) -> Summary:
+    shutil.copy(GOLDEN.parent / f"summary-v{version}.json", tmp_path / SUMMARY_FILE)
+    return load_summary(tmp_path)
 
 
-def test_v1_upgrade_keeps_the_summary_when_its_budgets_cannot_be_analysed() -> None:
-    data, summary = load_run(GOLDEN)
-    data.header["config"]["budgets"] = ["rss: fast"]
-    assert upgrade_from_v1(summary, data) == summary
+def test_golden_summaries_of_every_version_decode_into_version_4(tmp_path: Path) -> None:
+    """Decoding moves data and never recomputes it: what a version lacks is missing."""
+    v1, v2, v3 = (golden_summary(v, tmp_path) for v in (1, 2, 3))
+    assert [s.version for s in (v1, v2, v3)] == [1, 2, 3]
+    assert v1.analysis is None and v1.fitted_line("rss") is None and v1.limits() == ()
+    assert v1.run.ending == "finished" and v1.run.budgets is None
+    for older in (v2, v3):  # the same run, written as version 2 and as version 3
+        assert older.verdict == "leak" and older.metrics["rss_growth"].budget == "rss: 50 MB/h"
+        assert older.run.rundir == "results/runs/mamba-lru-20261201-000000"
+        assert older.run.window_s is not None and older.run.budgets is not None
+        fit = older.fitted_line("rss")
+        assert fit is not None and fit.basis == "all" and fit.per_h > 0
+        assert older.cycle_paths() == ["TreeNode.mamba_prev -> TreeNode.parent -> (back)"]
+    assert v2.limits() == () and v2.level_limit("work_list") is None  # version 3 added them
+    assert v2.where_it_grows() == [] and (v2.series_detail("rss") or v3).taken_off is None
+    assert v3.level_limit("work_list") == 4.0 and v3.where_it_grows()
+    write_summary(tmp_path, v3)  # written again, it is version 4 with the same facts
+    assert load_summary(tmp_path) == dataclasses.replace(v3, version=SUMMARY_VERSION)
+
+
+def test_reanalyse_judges_an_old_run_again_and_writes_version_4(tmp_path: Path) -> None:
+    run = copy_golden(tmp_path)
+    assert main(["report", "--reanalyse", str(run)]) == 0
+    again = load_summary(run)
+    assert again.version == SUMMARY_VERSION and again.analysis is not None
+    assert again.run.budgets == ("rss: 2 GB/h", "ring: <= 256")
+    assert again.level_limit("ring") == 256.0  # the analysis's parse, now stored
 
 
 def test_summary_refuses_an_unknown_verdict() -> None:
@@ -153,15 +168,3 @@ def test_the_commit_under_test_is_the_targets_repository_else_the_harness(
     assert commit_under_test(None) == git_commit() != theirs
     monkeypatch.chdir(tmp_path)  # another repository's folder must not leak in
     assert commit_under_test(None) == git_commit() != theirs
-
-
-def test_the_upgrade_adds_parsed_limits_and_the_pages_tables() -> None:
-    data, summary = load_run(GOLDEN)
-    upgraded = upgrade(summary, data)
-    limits = {row["text"]: row for row in upgraded.extra["analysis"]["limits"]}
-    assert limits["ring: <= 256"]["kind"] == "level" and limits["ring: <= 256"]["limit"] == 256.0
-    assert limits["rss: 2 GB/h"]["unit"] == "B/h" and limits["rss: 2 GB/h"]["limit"] == 2e9
-    assert [row["type"] for row in upgraded.garbage_by_type()] == ["Node"]
-    assert upgraded.cycles() == []  # the golden windows explained no cycle
-    without_samples = upgrade(summary, None)
-    assert without_samples.version == 1  # a v1 summary needs its samples to go further

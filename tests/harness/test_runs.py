@@ -20,7 +20,7 @@ from harness.parent.runner import RunOutcome, run
 from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.summary import load_run
+from harness.runfiles.summary import Summary, load_summary
 from tests.harness.conftest import ROOT, spec
 from tests.harness.records_check import file_problems
 
@@ -40,7 +40,7 @@ def run_fixture(rundir: Path, name: str, **overrides: Any) -> RunOutcome:
 
 def test_healthy_run_passes_and_keeps_every_kind_of_sample(no_leftovers: Path) -> None:
     outcome = run_fixture(no_leftovers, "HEALTHY", budgets=("rss: 2 GB/h", "ring: <= 256"))
-    data, summary = load_run(no_leftovers)
+    data, summary = load_run_files(no_leftovers)
     assert outcome.verdict == "pass", outcome.reasons
     assert summary.verdict == "pass" and summary.ops > 500
     assert 2.0 <= summary.duration_s < 3.0
@@ -78,8 +78,8 @@ def test_leaking_run_fails_its_budget(no_leftovers: Path) -> None:
     outcome = run_fixture(no_leftovers, "LEAKY", duration_s=3.0, budgets=budgets)
     assert outcome.verdict == "leak", outcome.reasons
     assert any("'kept: <= 100'" in reason for reason in outcome.reasons)
-    rates = [m for m in outcome.summary.metrics.values() if m.get("budget") == "rss: 2 GB/h"]
-    assert rates and all(m["unit"] == "B/h" and m["value"] > 2e9 for m in rates)
+    rates = [m for m in outcome.summary.metrics.values() if m.budget == "rss: 2 GB/h"]
+    assert rates and all(m.unit == "B/h" and m.value > 2e9 for m in rates)
 
 
 def test_crash_keeps_traceback_and_samples(no_leftovers: Path) -> None:
@@ -163,7 +163,7 @@ def test_a_failing_stop_when_is_switched_off_and_noted(no_leftovers: Path) -> No
 
     again = run(RunConfig(scenario=spec("HEALTHY"), rundir=str(no_leftovers),
                           duration_s=1.5, warmup_s=0.2, intervals=FAST), stop_when=broken)
-    assert again.summary.extra["ending"] == "finished" and again.summary.duration_s >= 1.5
+    assert again.summary.run.ending == "finished" and again.summary.duration_s >= 1.5
     assert ("the early-stop check failed and was switched off: LookupError: no such metric yet"
             in again.reasons)
 
@@ -174,7 +174,7 @@ def test_a_signal_to_the_cli_ends_interrupted_with_the_partial_samples_analysed(
 ) -> None:
     rundir = no_leftovers / "interrupted"
     with subprocess.Popen(  # leaving the block closes the pipes, on a failure too
-        [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "60s",
+        [sys.executable, "-m", "leak_harness", "run", spec("HEALTHY"), "--duration", "60s",
          "--warmup", "0.2s", "--out", str(rundir)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as cli:
@@ -187,11 +187,11 @@ def test_a_signal_to_the_cli_ends_interrupted_with_the_partial_samples_analysed(
         finally:
             cli.kill()  # a no-op once it has exited; on a failed test it must not linger
             cli.wait()
-    data, summary = load_run(rundir)
+    data, summary = load_run_files(rundir)
     assert cli.returncode == code, err
     assert "healthy: interrupted\n  - interrupted (Ctrl-C or SIGTERM) after" in out
     assert "the partial data showed: pass." in out or "showed: suspicious." in out, out
-    assert summary.verdict == "interrupted" and summary.extra["ending"] == "interrupted"
+    assert summary.verdict == "interrupted" and summary.run.ending == "interrupted"
     assert summary.duration_s < 30 and data.event("end") is not None and len(data.rss) > 0
 
 
@@ -201,7 +201,7 @@ def test_sigterm_to_check_stops_every_cell_and_still_writes_the_suite(
     out = no_leftovers / "check"
     cell = out / "radix-steady" / "fixed"
     with subprocess.Popen(
-        [sys.executable, "-m", "harness", "check", "-k", "radix-steady[fixed]",
+        [sys.executable, "-m", "leak_harness", "check", "-k", "radix-steady[fixed]",
          "--duration", "60s", "--out", str(out), "--no-history"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as cli:
@@ -214,7 +214,7 @@ def test_sigterm_to_check_stops_every_cell_and_still_writes_the_suite(
             cli.wait()
     assert cli.returncode == 143, err
     assert (out / "index.html").exists() and (out / "junit.xml").exists()
-    _, summary = load_run(cell)
+    _, summary = load_run_files(cell)
     assert summary.verdict == "interrupted" and summary.duration_s < 45
     assert "interrupted" in stdout
 
@@ -252,7 +252,7 @@ def alive(pid: int) -> bool:
 def test_a_killed_runner_takes_its_worker_down(no_leftovers: Path) -> None:
     rundir = no_leftovers / "orphan"
     cli = subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", spec("HANGING"), "--duration", "60s",
+        [sys.executable, "-m", "leak_harness", "run", spec("HANGING"), "--duration", "60s",
          "--out", str(rundir)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -312,7 +312,7 @@ def test_declared_budgets_a_users_target_does_not_publish_are_skipped_with_a_rea
 
 def test_two_runs_on_one_folder_one_runs_and_the_other_is_refused(no_leftovers: Path) -> None:
     rundir = no_leftovers / "shared"
-    command = [sys.executable, "-m", "harness", "run", spec("HEALTHY"), "--duration", "3s",
+    command = [sys.executable, "-m", "leak_harness", "run", spec("HEALTHY"), "--duration", "3s",
                "--warmup", "0.2s", "--out", str(rundir)]
     clis = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True) for _ in range(2)]
@@ -326,7 +326,7 @@ def test_two_runs_on_one_folder_one_runs_and_the_other_is_refused(no_leftovers: 
     refused = next(err for code, _, err in results if code == 2)
     assert refused.startswith("leak-harness: ") and str(rundir) in refused
     assert "another run is writing to" in refused or "already holds a run" in refused
-    _, summary = load_run(rundir)
+    _, summary = load_run_files(rundir)
     assert summary.verdict == "pass" and not (rundir / "run.lock").exists()
 
 
@@ -355,7 +355,7 @@ def test_a_summary_that_cannot_be_written_is_one_sentence_and_report_recovers_it
     monkeypatch.setattr(summary_module.Path, "write_text", real)
     assert main(["report", str(no_leftovers)]) == 0
     assert "no summary; analysed the samples again: pass" in capsys.readouterr().out
-    assert load_run(no_leftovers)[1].verdict == "pass"
+    assert load_run_files(no_leftovers)[1].verdict == "pass"
 
 
 def test_report_on_samples_of_a_killed_run_says_interrupted(no_leftovers: Path) -> None:
@@ -384,7 +384,7 @@ def test_the_users_folder_is_importable_without_shadowing_installed_packages(
     (tmp_path / "mine.py").write_text("def make(**options):\n    return None\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(  # -P: as the leak-harness script, which does not put cwd first
-        [sys.executable, "-P", "-m", "harness", "run", spec("HEALTHY"), "--duration", "2s",
+        [sys.executable, "-P", "-m", "leak_harness", "run", spec("HEALTHY"), "--duration", "2s",
          "--warmup", "0.2s", "--target", "mine:make", "--out", str(no_leftovers / "run")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
@@ -412,3 +412,34 @@ def test_a_disk_that_fills_during_the_run_is_called_a_full_disk(small_disk: Path
     assert "No space left on device (the disk is full)" in text
     assert f"(the verdict was error: the disk holding {small_disk / 'run'} is full (" in text
     assert raised.value.exit_code == 3
+
+
+def load_run_files(rundir: Path) -> tuple[RunData, Summary]:
+    return load_samples(rundir / "samples.jsonl"), load_summary(rundir)
+
+
+def test_a_run_and_its_report_parse_the_samples_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent hands the report what it parsed; a run that kept every record while it
+    ran (a stop predicate) parses the file not at all."""
+    import harness.runfiles.reader as reader
+    from reports.run import write_run_report
+
+    reads: list[Path] = []
+    real = reader.load_samples
+
+    def counting(path: Path) -> RunData:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(reader, "load_samples", counting)
+    outcome = run_fixture(tmp_path / "plain", "HEALTHY", budgets=("ring: <= 256",))
+    write_run_report(outcome.loaded)
+    assert len(reads) == 1 and outcome.samples is not None
+    watched = run(RunConfig(scenario=spec("HEALTHY"), rundir=str(tmp_path / "watched"),
+                            duration_s=2.0, warmup_s=0.5, intervals=FAST),
+                  stop_when=lambda data: False)
+    write_run_report(watched.loaded)
+    assert len(reads) == 1 and watched.samples is not None
+    assert len(watched.samples.rss) == len(load_samples(tmp_path / "watched" / SAMPLES_FILE).rss)

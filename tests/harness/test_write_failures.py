@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.runfiles.reader import open_run
 from leak_harness.cli import main
 from leak_harness.cli.base import report_line
 from leak_harness.cli.suite_out import finish_suite
@@ -64,9 +65,9 @@ def test_a_report_the_disk_cannot_take_is_a_sentence_beside_the_verdict(
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "rss.png"))
 
     monkeypatch.setattr(reports.run, "write_run_report", full)
-    line = report_line(tmp_path)
+    line = report_line(open_run(write_summary_only(tmp_path / "run", "radix")))
     assert line == (f"report: not written (No space left on device); the verdict above stands, "
-                    f"its samples and summary are in {tmp_path}")
+                    f"its samples and summary are in {tmp_path / 'run'}")
 
 
 def test_an_os_error_in_any_command_is_a_sentence_and_exit_3(

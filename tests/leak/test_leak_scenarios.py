@@ -24,4 +24,4 @@ def test_mamba_lru_unlink_is_caught(leak_result: RunOutcome) -> None:
 
 @pytest.mark.leak(scenario="hiradix-pp-sync", inject=["hiradix-pp-sync-no-drain"], expect="fail")
 def test_pp_sync_pile_up_is_caught(leak_result: RunOutcome) -> None:
-    assert leak_result.summary.metrics["work_list_max"]["value"] > 4
+    assert leak_result.summary.metrics["work_list_max"].value > 4

@@ -23,7 +23,7 @@ PROGRAMS = "tests/record/programs.py"
 
 def record(out: Path, *args: str, timeout: float = 180, cwd: Path = ROOT,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", "record", "--out", str(out), *args],
+    return subprocess.run([sys.executable, "-m", "leak_harness", "record", "--out", str(out), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=None if env is None else {**os.environ, **env})
 
@@ -116,9 +116,9 @@ def test_a_scenario_recorded_as_a_plain_program_gets_the_verdict_run_gives(
     # The two at once: two busy processes on two cores, the load `make leak-check -j 2`
     # runs its cells under and the scenarios' healthy growth was calibrated under.
     ran, recorded = run_together(
-        [sys.executable, "-m", "harness", "run", scenario, "--duration", "20s",
+        [sys.executable, "-m", "leak_harness", "run", scenario, "--duration", "20s",
          "--out", str(tmp_path / "run"), *injected],
-        [sys.executable, "-m", "harness", "record", "--out", str(tmp_path / "rec"),
+        [sys.executable, "-m", "leak_harness", "record", "--out", str(tmp_path / "rec"),
          "--duration", "20s", *scenario_budgets(scenario), "--",
          "-m", "scenarios.workloads.plain", scenario, *injected],
     )
@@ -171,7 +171,7 @@ def test_the_hooks_count_ops_publish_gauges_and_judge_the_books_at_idle(tmp_path
 
 @pytest.mark.integration
 def test_ctrl_c_to_the_recorder_is_interrupted_never_pass(tmp_path: Path) -> None:
-    with subprocess.Popen([sys.executable, "-m", "harness", "record", "--out",
+    with subprocess.Popen([sys.executable, "-m", "leak_harness", "record", "--out",
                            str(tmp_path / "rec"), "--", "python", PROGRAMS, "hooks"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           cwd=ROOT) as process:

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.summary import summarize
+from harness.analysis.summary import budget_limits, summarize
 from harness.config import read_budgets
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import load_samples
-from harness.runfiles.summary import Summary, write_summary
+from harness.runfiles.summary import AnalysisDetails, RunFacts, Summary, write_summary
+from harness.runfiles.summary_records import Metric
 
 MB = 1e6
 BUDGETS = ("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "work_list: <= 4")
@@ -55,26 +56,27 @@ def write_run(
             out.write(json.dumps(record, separators=(",", ":")) + "\n")
     analysis = summarize(load_samples(rundir / SAMPLES_FILE), read_budgets(BUDGETS, "budgets"),
                          60.0)
-    full = analysis.to_json()
     summary = Summary(
         scenario=scenario, injected=list(injected), verdict=verdict or analysis.verdict,
         reasons=list(reasons if reasons is not None else analysis.reasons),
-        metrics=analysis.to_json()["metrics"], time_to_detect_s=analysis.time_to_detect_s,
+        metrics=dict(analysis.metrics), time_to_detect_s=analysis.time_to_detect_s,
         duration_s=duration_s, ops=int(duration_s * 1000), command=_command(scenario, injected),
-        extra={"rundir": str(rundir), "ending": "finished", "window_s": full["window_s"],
-               "analysis": full["details"]},
+        run=RunFacts(rundir=str(rundir), ending="finished", window_s=analysis.window_s),
+        analysis=analysis.details,
     )
     write_summary(rundir, summary)
     return rundir
 
 
 def as_v1(rundir: Path) -> Path:
-    """Rewrite ``summary.json`` as version 1 had it: the same fields, no fitted lines."""
+    """Rewrite ``summary.json`` as version 1 had it: the same verdict and metrics, the
+    run's facts under ``extra``, and no analysis details (so no fitted lines)."""
     path = rundir / SUMMARY_FILE
     data = json.loads(path.read_text(encoding="utf-8"))
-    for details in data["extra"].get("analysis", {}).get("series", {}).values():
-        details.pop("fit", None)
-    path.write_text(json.dumps({**data, "version": 1}, indent=2) + "\n", encoding="utf-8")
+    run, _ = data.pop("run"), data.pop("analysis")
+    extra = {"rundir": run["rundir"], "ending": run["ending"], "analysis": "harness.analysis"}
+    path.write_text(json.dumps({**data, "version": 1, "extra": extra}, indent=2) + "\n",
+                    encoding="utf-8")
     return rundir
 
 
@@ -91,14 +93,14 @@ def write_summary_only(
     rundir.mkdir(parents=True, exist_ok=True)
     low, high = ci or (growth_per_h - 2 * MB, growth_per_h + 2 * MB)
     metrics = {
-        "rss_growth": {"value": growth_per_h, "unit": "B/h", "ci": [low, high],
-                       "budget": "rss: 50 MB/h", "status": verdict if verdict != "crashed" else
-                       "pass"},
-        "cyclic_garbage": {"value": 0.0, "unit": "/kop", "ci": [0.0, 0.0]},
+        "rss_growth": Metric(growth_per_h, "B/h", (low, high), "rss: 50 MB/h",
+                             verdict if verdict != "crashed" else "pass"),
+        "cyclic_garbage": Metric(0.0, "/kop", (0.0, 0.0)),
     }
     summary = Summary(scenario, list(injected), verdict, [f"{scenario}: {verdict}."], metrics,
                       None, duration_s, 1000, _command(scenario, injected),
-                      {"rundir": str(rundir)})
+                      RunFacts(rundir=str(rundir)),
+                      AnalysisDetails(limits=budget_limits(read_budgets(BUDGETS[:1], "budgets"))))
     write_summary(rundir, summary)
     return rundir
 

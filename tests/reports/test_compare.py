@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.runfiles.reader import open_run
+from harness.runfiles.summary import RunFacts, Summary, write_summary
+from harness.runfiles.summary_records import Metric
 from reports.compare.report import write_comparison
 from tests.reports.synth import MB, write_run, write_summary_only
 
@@ -23,7 +26,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_broken_vs_fixed_says_no_growth_instead_of_dividing(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    result = write_comparison(runs["broken"], runs["fixed"], tmp_path / "out")
+    result = write_comparison(open_run(runs["broken"]), open_run(runs["fixed"]), tmp_path / "out")
     assert result.ratio is None
     assert "no growth" in result.sentence and "A grows at least" in result.sentence
     assert result.png is not None and result.png.read_bytes()[:4] == b"\x89PNG"
@@ -33,7 +36,7 @@ def test_broken_vs_fixed_says_no_growth_instead_of_dividing(
 def test_two_growing_runs_get_a_ratio(tmp_path: Path) -> None:
     a = write_summary_only(tmp_path / "a", "demo", ("x",), "leak", 400 * MB, (380 * MB, 420 * MB))
     b = write_summary_only(tmp_path / "b", "demo", ("y",), "leak", 100 * MB, (90 * MB, 110 * MB))
-    result = write_comparison(a, b, tmp_path / "out")
+    result = write_comparison(open_run(a), open_run(b), tmp_path / "out")
     assert result.ratio == pytest.approx(4.0)
     assert "4x as fast" in result.sentence
     assert result.png is None  # neither folder has samples to draw
@@ -42,26 +45,24 @@ def test_two_growing_runs_get_a_ratio(tmp_path: Path) -> None:
 def test_zero_and_negative_growth_are_no_growth(tmp_path: Path) -> None:
     a = write_summary_only(tmp_path / "a", "demo", (), "pass", 0.0, (0.0, 0.0))
     b = write_summary_only(tmp_path / "b", "demo", (), "pass", -2 * MB, (-3 * MB, -1 * MB))
-    result = write_comparison(a, b, tmp_path / "out")
+    result = write_comparison(open_run(a), open_run(b), tmp_path / "out")
     assert result.ratio is None
     assert result.sentence.count("no growth") == 2 and "Neither grows" in result.sentence
 
 
 def heap_summary(rundir: Path, verdict: str, heap_per_h: float, rss_per_h: float) -> Path:
     """A run judged on heap and RSS: a leak the heap caught while RSS moved by chance."""
-    from harness.runfiles.summary import Summary, write_summary
 
     rundir.mkdir(parents=True)
     heap_status = "leak" if verdict == "leak" else "pass"
     metrics = {
-        "rss_growth": {"value": rss_per_h, "unit": "B/h", "ci": [rss_per_h - MB, rss_per_h + MB],
-                       "budget": "rss: 50 MB/h", "status": "pass"},
-        "heap_growth": {"value": heap_per_h, "unit": "B/h",
-                        "ci": [heap_per_h - MB / 2, heap_per_h + MB / 2],
-                        "budget": "heap: 10 MB/h", "status": heap_status},
+        "rss_growth": Metric(rss_per_h, "B/h", (rss_per_h - MB, rss_per_h + MB), "rss: 50 MB/h",
+                             "pass"),
+        "heap_growth": Metric(heap_per_h, "B/h", (heap_per_h - MB / 2, heap_per_h + MB / 2),
+                              "heap: 10 MB/h", heap_status),
     }
     write_summary(rundir, Summary("demo", [], verdict, [verdict], metrics, None, 60.0, 1000,
-                                  "leak-harness run demo", {"rundir": str(rundir)}))
+                                  "leak-harness run demo", RunFacts(rundir=str(rundir))))
     return rundir
 
 
@@ -75,7 +76,7 @@ def test_the_words_follow_the_verdicts_in_all_four_combinations(
     shapes = {"leak": (50 * MB, 0.0), "pass": (0.0, 100 * MB)}
     first = heap_summary(tmp_path / "a", a, *shapes[a])
     second = heap_summary(tmp_path / "b", b, *shapes[b])
-    sentence = write_comparison(first, second, tmp_path / "out").sentence
+    sentence = write_comparison(open_run(first), open_run(second), tmp_path / "out").sentence
     a_words, rest = sentence.split("; ", 1)
     b_words = rest.split(". ", 1)[0]  # B's words end where the ratio sentence starts
     for side, words in ((a, a_words), (b, b_words)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -11,9 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.analysis.summary import budget_limits
+from harness.config import read_budgets
 from harness.errors import UsageError
 from harness.history import append_suite, check_latest, flag_regressions, noise_band, trends
-from harness.runfiles.summary import load_summary, write_summary
+from harness.runfiles.summary import AnalysisDetails, load_summary, write_summary
+from harness.runfiles.summary_records import Metric
 from reports.history import flag_sentence, write_trend_plots
 from tests.reports.synth import MB, write_summary_only
 
@@ -149,12 +153,16 @@ def test_each_judged_budget_is_kept_and_a_garbage_leak_shows_on_its_own_signal(
     db = tmp_path / "h.sqlite"
     run = write_summary_only(tmp_path / "lru", "mamba-lru", ("mamba-lru-unlink",), "leak", 0.0)
     summary = load_summary(run)
-    summary.metrics["rss_growth"]["status"] = "pass"  # flat RSS: convicted on garbage alone
-    summary.metrics["cyclic_garbage"].update(value=21.0, ci=[19.0, 23.0], status="leak",
-                                             budget="cyclic_garbage: 0.5 /kop")
-    summary.metrics["idle_pool_mismatch_max"] = {"value": 3.0, "unit": "", "status": "leak",
-                                                 "budget": "idle_pool_mismatch: <= 0"}
-    write_summary(run, summary)
+    texts = ("rss: 50 MB/h", "cyclic_garbage: 0.5 /kop", "idle_pool_mismatch: <= 0")
+    metrics = {
+        **summary.metrics,  # flat RSS: convicted on garbage alone
+        "rss_growth": dataclasses.replace(summary.metrics["rss_growth"], status="pass"),
+        "cyclic_garbage": Metric(21.0, "/kop", (19.0, 23.0), texts[1], "leak"),
+        "idle_pool_mismatch_max": Metric(3.0, "", None, texts[2], "leak"),
+    }
+    limits = budget_limits(read_budgets(texts, "the test's budgets"))
+    write_summary(run, dataclasses.replace(summary, metrics=metrics,
+                                           analysis=AnalysisDetails(limits=limits)))
     append_suite(db, [run], when=START)
     (trend,) = trends(db)
     by_name = {b.series: b for b in trend.points[0].budgets}

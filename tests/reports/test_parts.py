@@ -65,8 +65,8 @@ def test_time_unit_by_span() -> None:
 
 def fit_line(series: Series, warmup_s: float | None) -> FitLine | None:
     """The RSS line a fresh summary stores for ``series``, as a report reads it."""
-    details = summarize(RunData(header={}, rss=series), [], warmup_s).details["series"]
-    return FitLine.from_json(details["rss"]["fit"]) if "rss" in details else None
+    details = summarize(RunData(header={}, rss=series), [], warmup_s).details.series or {}
+    return FitLine.from_fitted(details["rss"].fit) if "rss" in details else None
 
 
 def test_fit_line_recovers_slope_and_passes_through_the_data() -> None:

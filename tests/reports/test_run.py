@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.upgrade import upgrade
 from harness.runfiles.names import (
     GARBAGE_PLOT,
     GAUGES_PLOT,
@@ -22,20 +21,33 @@ from harness.runfiles.names import (
     SUMMARY_FILE,
     TRACEBACK_FILE,
 )
+from harness.runfiles.reader import open_run
 from harness.runfiles.summary import SUMMARY_VERSION, load_summary, write_summary
+from harness.runfiles.summary_records import Metric
 from harness.units import format_duration
+from leak_harness.cli import main
 from reports.render.fitline import FitLine
-from reports.run.report import load_run_model, write_run_report
+from reports.run.model import RunModel, build_run_model
+from reports.run.report import write_run_report
 from tests.reports.synth import GOLDEN, MB, as_v1, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def report(rundir: Path) -> Path:
+    return write_run_report(open_run(rundir))
+
+
+def model_of(rundir: Path) -> RunModel:
+    loaded = open_run(rundir)
+    return build_run_model(loaded.rundir, loaded.samples, loaded.summary, loaded.why_no_samples)
 
 
 @pytest.fixture(scope="module")
 def leaking(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rundir = tmp_path_factory.mktemp("runs") / "leaking"
     write_run(rundir, "demo-cache", ["demo-unlink"], growth_per_h=400 * MB, garbage_per_op=2.0)
-    write_run_report(rundir)
+    report(rundir)
     return rundir
 
 
@@ -43,7 +55,7 @@ def leaking(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def flat(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rundir = tmp_path_factory.mktemp("runs") / "flat"
     write_run(rundir, "demo-cache")
-    write_run_report(rundir)
+    report(rundir)
     return rundir
 
 
@@ -81,49 +93,52 @@ def test_a_flat_run_has_no_garbage_plot_and_says_why(flat: Path) -> None:
 
 def test_a_stale_plot_is_removed_when_rewritten(flat: Path) -> None:
     (flat / GARBAGE_PLOT).write_bytes(PNG_MAGIC)
-    write_run_report(flat)
+    report(flat)
     assert not (flat / GARBAGE_PLOT).exists()
 
 
 def test_golden_v1_run_renders(tmp_path: Path) -> None:
     rundir = tmp_path / "golden"
     shutil.copytree(GOLDEN, rundir)
-    write_run_report(rundir, upgrade=upgrade)
+    report(rundir)
     text = page_text(rundir)
     assert ">pass</span>" in text and "leak-harness run tests.harness.fixtures" in text
     assert (rundir / RSS_PLOT).exists() and (rundir / GAUGES_PLOT).exists()
-    model = load_run_model(rundir, upgrade=upgrade)
-    assert model.summary.version == SUMMARY_VERSION  # upgraded; 6 RSS samples: too few for a line
+    model = model_of(rundir)
+    assert model.summary.version == 1  # shown as it was judged: version 1 stored no line
     assert model.rss_fit is None and model.summary.metrics == load_summary(GOLDEN).metrics
 
 
 def test_a_fresh_summary_stores_the_judged_line_and_the_plot_draws_it(leaking: Path) -> None:
     summary = load_summary(leaking)
-    assert summary.version == SUMMARY_VERSION == 3
+    assert summary.version == SUMMARY_VERSION == 4
     fit = summary.fitted_line("rss")
-    assert fit is not None and fit["unit"] == "B/h" and fit["value_unit"] == "B"
-    assert fit["basis"] in ("all", "floor", "tail", "after_step")
-    assert fit["analysed_from_s"] <= fit["start_s"] < fit["end_s"]
-    judged = [m for name, m in summary.metrics.items()
-              if name.startswith("rss_") and m.get("status")]
-    assert [(m["value"], m["ci"]) for m in judged] == [(fit["per_h"], fit["ci"])]  # the verdict's
+    assert fit is not None and fit.unit == "B"
+    assert fit.basis in ("all", "floor", "tail", "after_step")
+    assert fit.analysed_from_s <= fit.start_s < fit.end_s
+    judged = [m for name, m in summary.metrics.items() if name.startswith("rss_") and m.status]
+    assert [(m.value, m.ci) for m in judged] == [(fit.per_h, fit.ci)]  # the verdict's
     assert summary.fitted_line("tree_nodes") is not None  # every series with a trend has one
-    model = load_run_model(leaking)
-    assert model.rss_fit is not None and model.rss_fit == FitLine.from_json(fit)
+    model = model_of(leaking)
+    assert model.rss_fit is not None and model.rss_fit == FitLine.from_fitted(fit)
 
 
-def test_a_v1_folder_renders_with_the_line_from_one_re_analysis(
+def test_a_v1_folder_renders_as_judged_and_reanalyse_brings_back_its_line(
     leaking: Path, tmp_path: Path
 ) -> None:
     rundir = as_v1(Path(shutil.copytree(leaking, tmp_path / "v1")))
     written = (rundir / SUMMARY_FILE).read_bytes()
     assert load_summary(rundir).version == 1 and load_summary(rundir).fitted_line("rss") is None
-    write_run_report(rundir, upgrade=upgrade)
-    model = load_run_model(rundir, upgrade=upgrade)
-    assert model.summary.version == SUMMARY_VERSION and model.summary.verdict == "leak"
-    assert model.rss_fit is not None and model.rss_fit == load_run_model(leaking).rss_fit
+    report(rundir)
+    model = model_of(rundir)
+    assert model.summary.version == 1 and model.summary.verdict == "leak"
+    assert model.rss_fit is None  # nothing recomputed behind the reader's back
     assert (rundir / RSS_PLOT).exists() and ">leak</span>" in page_text(rundir)
-    assert (rundir / SUMMARY_FILE).read_bytes() == written  # upgraded in memory only
+    assert (rundir / SUMMARY_FILE).read_bytes() == written
+    assert main(["report", "--reanalyse", str(rundir)]) == 0  # judged again, when asked
+    model = model_of(rundir)
+    assert model.summary.version == SUMMARY_VERSION and model.summary.verdict == "leak"
+    assert model.rss_fit is not None and model.rss_fit == model_of(leaking).rss_fit
 
 
 def test_run_without_readable_samples_still_gets_a_page(tmp_path: Path) -> None:
@@ -132,7 +147,7 @@ def test_run_without_readable_samples_still_gets_a_page(tmp_path: Path) -> None:
                        duration_s=120.0)
     (rundir / SAMPLES_FILE).write_text("")
     (rundir / TRACEBACK_FILE).write_text("Traceback ...")
-    write_run_report(rundir)
+    report(rundir)
     text = page_text(rundir)
     assert ">crashed</span>" in text and "ImportError: no module named x." in text
     assert "The samples could not be read" in text
@@ -142,7 +157,7 @@ def test_run_without_readable_samples_still_gets_a_page(tmp_path: Path) -> None:
 
 def test_html_escapes_what_comes_from_result_files(tmp_path: Path) -> None:
     rundir = write_run(tmp_path / "odd", "demo<script>", reasons=["a < b & c"], duration_s=120.0)
-    write_run_report(rundir)
+    report(rundir)
     raw = (rundir / REPORT_FILE).read_text()
     assert "<script>" not in raw and "a &lt; b &amp; c" in raw
 
@@ -165,12 +180,11 @@ def test_gauge_titles_with_growth_do_not_run_into_each_other(
 ) -> None:
     import reports.run.gauge_plots as gauge_plots
 
-    model = load_run_model(leaking)
+    model = model_of(leaking)
     assert model.run is not None
     for name in ("alpha_nodes", "beta_nodes", "gamma_nodes"):  # three panels in a row
         model.run.gauges[name] = model.run.gauges["tree_nodes"]
-        model.summary.metrics[f"{name}_growth"] = {
-            "value": 123456.0, "unit": "/h", "ci": [120000.0, 127000.0]}
+        model.summary.metrics[f"{name}_growth"] = Metric(123456.0, "/h", (120000.0, 127000.0))
     caught = drawn_figure(monkeypatch, gauge_plots)
     gauge_plots.gauges_plot(model, tmp_path / "gauges.png")
     [figure] = caught
@@ -188,7 +202,7 @@ def test_the_no_gen2_note_is_not_hidden_by_a_legend(
 ) -> None:
     import reports.run.plots as plots
 
-    model = load_run_model(leaking)
+    model = model_of(leaking)
     assert model.run is not None
     model.run.gc_events = [e for e in model.run.gc_events if e.get("gen") != 2]
     caught = drawn_figure(monkeypatch, plots)
@@ -209,28 +223,30 @@ def test_the_page_shows_the_analysis_tables_and_limits_from_the_summary(
     assert summary.level_limit("work_list") == 4.0  # parsed by the analysis, not the report
     rundir = Path(shutil.copytree(leaking, tmp_path / "edited"))
     data = json.loads((rundir / SUMMARY_FILE).read_text())
-    data["extra"]["analysis"]["garbage_by_type"] = [
+    data["analysis"]["garbage_by_type"] = [
         {"type": "OnlyInTheSummary", "objects": 7, "bytes": 70, "per_kop": 0.5}]
-    data["extra"]["analysis"]["cycles"] = [
+    data["analysis"]["cycles"] = [
         {"shape": ["Stored.edge"], "count": 3, "retained_bytes": 300, "types": ["Stored"]}]
     (rundir / SUMMARY_FILE).write_text(json.dumps(data))
-    write_run_report(rundir)
+    report(rundir)
     text = page_text(rundir)
     assert "OnlyInTheSummary" in text and "Stored.edge -> (back)" in text
     # The samples' cycles are not aggregated again for the table (the reasons still name them).
     assert "<code>TreeNode.mamba_prev" not in text
 
 
-def test_a_v2_summary_gets_its_limits_from_the_upgrade(leaking: Path, tmp_path: Path) -> None:
+def test_a_v2_summary_draws_no_limit_it_lacks(leaking: Path, tmp_path: Path) -> None:
     rundir = Path(shutil.copytree(leaking, tmp_path / "v2"))
     data = json.loads((rundir / SUMMARY_FILE).read_text())
-    del data["extra"]["analysis"]["limits"]
-    (rundir / SUMMARY_FILE).write_text(json.dumps({**data, "version": 2}))
-    assert load_summary(rundir).level_limit("work_list") is None
-    model = load_run_model(rundir, upgrade=upgrade)
-    assert model.summary.version == SUMMARY_VERSION
-    assert model.summary.level_limit("work_list") == 4.0
-    assert model.garbage_types == load_run_model(leaking).garbage_types
+    analysis = {k: v for k, v in data.pop("analysis").items() if k != "limits"}
+    data = {**data, "version": 2, "extra": {**data.pop("run"), "analysis": analysis}}
+    (rundir / SUMMARY_FILE).write_text(json.dumps(data))
+    model = model_of(rundir)
+    assert model.summary.version == 2 and model.summary.level_limit("work_list") is None
+    assert model.judged == []  # no parsed limits: the convicting plot has nothing to draw
+    assert model.garbage_types == model_of(leaking).garbage_types
+    report(rundir)
+    assert ">leak</span>" in page_text(rundir)
 
 
 def test_gauges_that_never_moved_share_one_line_instead_of_a_panel_each(
@@ -238,7 +254,7 @@ def test_gauges_that_never_moved_share_one_line_instead_of_a_panel_each(
 ) -> None:
     import reports.run.gauge_plots as gauge_plots
 
-    model = load_run_model(leaking)
+    model = model_of(leaking)
     assert model.run is not None
     flat = model.run.gauges["tree_nodes"]
     model.run.gauges["zz_never_moved"] = type(flat)(flat.t, flat.v * 0 + 3)
@@ -258,7 +274,7 @@ def test_a_leak_report_leads_with_what_convicted_it(leaking: Path) -> None:
     failing = [r for r in summary.reasons if "is above" in r]
     assert failing and all(r in headline for r in failing)
     assert "Convicted by rss" in headline and "Convicted by cyclic_garbage" in headline
-    rss = next(j for j in load_run_model(leaking).judged if j.series == "rss")
+    rss = next(j for j in model_of(leaking).judged if j.series == "rss")
     assert rss.failing and rss.amount().startswith("+") and f"({rss.amount()})" in headline
     assert "started 2026-12-03 04:00:00 UTC" in headline and "host ci-runner-7" in headline
     assert "commit 000000000000" in headline
@@ -271,7 +287,7 @@ def test_a_leak_report_leads_with_what_convicted_it(leaking: Path) -> None:
 
 
 def test_the_amount_is_the_fitted_growth_over_the_judged_window(leaking: Path) -> None:
-    rss = next(j for j in load_run_model(leaking).judged if j.series == "rss")
+    rss = next(j for j in model_of(leaking).judged if j.series == "rss")
     assert rss.fit is not None
     span = rss.fit.end_s - rss.fit.analysed_from_s
     grown_mb = rss.fit.per_h * span / 3600 / 1e6
@@ -293,7 +309,7 @@ def test_a_crash_shows_its_traceback_and_a_suite_cell_links_to_the_index(
     (rundir / TRACEBACK_FILE).write_text(
         'Traceback (most recent call last):\n  File "cache.py", line 9, in evict\n'
         "AssertionError: non-leaf <x>\n", encoding="utf-8")
-    write_run_report(rundir)
+    report(rundir)
     text = page_text(rundir)
     assert 'File "cache.py", line 9, in evict' in text and "AssertionError: non-leaf <x>" in text
     assert text.index("AssertionError: non-leaf <x>") < text.index("Why this verdict")
@@ -301,7 +317,7 @@ def test_a_crash_shows_its_traceback_and_a_suite_cell_links_to_the_index(
     assert 'href="../../index.html"' in text
     alone = tmp_path / "alone"
     write_run(alone, "demo-cache", duration_s=60.0)
-    write_run_report(alone)
+    report(alone)
     assert "index.html" not in page_text(alone)
 
 
@@ -312,7 +328,7 @@ def test_a_command_with_bytes_that_are_not_utf8_still_gets_its_page(tmp_path: Pa
     # Python keeps an argument's undecodable bytes as surrogates: b"\xff" -> "\udcff".
     odd = "leak-harness record -- python app.py " + b"\xff\xfe".decode("utf-8", "surrogateescape")
     write_summary(rundir, dataclasses.replace(summary, command=odd))
-    write_run_report(rundir)
+    report(rundir)
     assert "python app.py \\udcff\\udcfe" in page_text(rundir)
 
 
@@ -334,10 +350,9 @@ def test_the_convicting_plot_draws_each_kind_of_signal_with_its_budget(tmp_path:
     run.memory["py_blocks"] = Series(t, linear(t, 3e6, 6e5), "")
     texts = ("heap: 10 MB/h", "py_blocks: 250000 /h", "work_list: <= 4")
     analysis = summarize(run, [parse_budget(x) for x in texts], calibration=Calibration({}))
-    full = analysis.to_json()
-    summary = Summary("demo", [], analysis.verdict, analysis.reasons, full["metrics"],
+    summary = Summary("demo", [], analysis.verdict, analysis.reasons, dict(analysis.metrics),
                       analysis.time_to_detect_s, 120.0, 1000, "leak-harness run demo",
-                      {"analysis": full["details"]})
+                      analysis=analysis.details)
     model = build_run_model(tmp_path, run, summary)
     failing = [j for j in model.judged if j.failing]
     assert [(j.series, j.kind) for j in failing] == [

@@ -1,38 +1,25 @@
 """What the evidence sources of "Where it grows" share: the finding and the site.
 
-:class:`Finding` is one line of "Where it grows" (its ``to_json`` is what the
-summary stores); :class:`Site` and :class:`Kept` are what the allocation windows
-say of a source line, read by :mod:`.sites` and weighed against the C heap by
-:mod:`.native`. Below every source module of the package and importing none.
+:class:`Finding` is one line of "Where it grows" (the summary's own
+record, :class:`harness.runfiles.summary_records.Finding`); :class:`Site` and
+:class:`Kept` are what the allocation windows say of a source line, read by
+:mod:`.sites` and weighed against the C heap by :mod:`.native`. Below every source
+module of the package and importing none of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+# One line of "Where it grows": the summary's own record, built here.
+from harness.runfiles.summary_records import Finding
 
 # The harness's own scenario driver: its synthetic traffic (conversation histories)
 # and scheduler keep filling towards their bounds for minutes in every run, fixed
 # or not. They drive the code under test; they are not it, so they are never named.
 DRIVER_SITES = ("scenarios/workloads/",)
 
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of "Where it grows"."""
-
-    kind: str  # python, native, cycles, owner, tensors, level
-    signal: str  # what saw it: tracemalloc, heap, cyclic_garbage, objects, a gauge
-    text: str  # the sentence people read
-    site: str | None = None
-    stack: tuple[str, ...] = ()
-    owner: str | None = None
-    per_h: float | None = None  # in ``unit`` per hour, when a rate is known
-    unit: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data["stack"] = list(self.stack)
-        return data
+__all__ = ["DRIVER_SITES", "Finding", "Kept", "Site"]
 
 
 @dataclass(frozen=True)

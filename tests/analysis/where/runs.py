@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.analysis.calibration import Calibration
+from harness.analysis.summary import Analysis
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB, linear, run_data, times
 
@@ -37,3 +38,8 @@ def typed_window(index: int, t: float, types: dict[str, list[dict[str, Any]]]) -
     for entry in line["sites"]:
         entry["types"] = types[entry["site"]]
     return line
+
+
+def where_of(analysis: Analysis) -> list[dict[str, object]]:
+    """The analysis's "Where it grows" lines as ``summary.json`` stores them."""
+    return [finding.to_json() for finding in analysis.details.where or ()]

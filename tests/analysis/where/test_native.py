@@ -13,7 +13,7 @@ from harness.analysis.where.native import native_finding
 from harness.analysis.where.sites import growing_sites
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB, budgets, linear
-from tests.analysis.where.runs import LEAK_THEN_FILL, NONE, heap_run, window
+from tests.analysis.where.runs import LEAK_THEN_FILL, NONE, heap_run, where_of, window
 
 
 def test_heap_growth_python_does_not_explain_is_called_native() -> None:
@@ -80,7 +80,7 @@ HEAP_AND_BLOCKS = ("heap: 10 MB/h", "py_blocks: 250000 /h")
 
 def test_window_sites_are_not_named_when_pythons_own_count_is_flat() -> None:
     native = summarize(blocks_run(200 * MB, 0.0), budgets(*HEAP_AND_BLOCKS), calibration=NONE)
-    where = native.details["where"]
+    where = where_of(native)
     assert native.verdict == "leak"
     assert not any("cache.py:40" in w["text"] for w in where)  # turnover, not retention
     [claim] = [w for w in where if w["kind"] == "native"]
@@ -90,7 +90,7 @@ def test_window_sites_are_not_named_when_pythons_own_count_is_flat() -> None:
 
 def test_no_native_claim_while_python_grows_without_the_native_windows_word() -> None:
     python = summarize(blocks_run(200 * MB, 50e6), budgets(*HEAP_AND_BLOCKS), calibration=NONE)
-    kinds = [w["kind"] for w in python.details["where"]]
+    kinds = [w["kind"] for w in where_of(python)]
     assert python.verdict == "leak"
     assert "native" not in kinds and "python" in kinds
 
@@ -107,7 +107,7 @@ def shmem_run(per_h: float) -> Any:
 def test_shared_memory_growth_names_the_mappings_owner_and_no_allocation_site() -> None:
     memory = budgets("heap: 10 MB/h", "shmem: 10 MB/h")
     leak = summarize(shmem_run(200 * MB), memory, calibration=NONE)
-    texts = [w["text"] for w in leak.details["where"]]
+    texts = [w["text"] for w in where_of(leak)]
     assert leak.verdict == "leak"
     assert texts[0].startswith("shared memory grows ~200 MB/h")
     assert "mmap (+40, 8 of 8 sampled) is held by Cache.mappings -> list[39] -> mmap" in texts
@@ -115,7 +115,7 @@ def test_shared_memory_growth_names_the_mappings_owner_and_no_allocation_site() 
     assert not any("cache.py:40" in text for text in texts)
     healthy = summarize(shmem_run(0.0), memory, calibration=NONE)
     assert healthy.verdict == "pass"
-    assert [w["kind"] for w in healthy.details["where"]] == ["none"]
+    assert [w["kind"] for w in where_of(healthy)] == ["none"]
 
 
 def test_a_flat_shared_memory_series_states_a_resolution_of_a_page_per_window() -> None:

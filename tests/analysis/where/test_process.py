@@ -13,7 +13,7 @@ from harness.analysis.where.process import (
 )
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB, budgets, linear, run_data, times
-from tests.analysis.where.runs import NONE
+from tests.analysis.where.runs import NONE, where_of
 
 
 def test_a_lock_leak_names_the_sites_that_locked_the_nodes_still_locked_at_idle() -> None:
@@ -40,7 +40,7 @@ def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
                                {"what": "file in /runs/r1", "count": 4}]})  # our own files
     run.header["config"] = {"rundir": "/runs/r1"}
     result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
-    (finding,) = result.details["where"]
+    (finding,) = where_of(result)
     assert result.verdict == "leak" and finding["signal"] == "threads"
     assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps
     assert "started and never joined" in finding["text"]

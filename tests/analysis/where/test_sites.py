@@ -8,7 +8,7 @@ from harness.analysis.summary import summarize
 from harness.analysis.where.common import Site
 from harness.analysis.where.sites import growing_sites, site_caller, site_finding
 from tests.analysis.synth import MB, budgets
-from tests.analysis.where.runs import LEAK_THEN_FILL, NONE, heap_run, typed_window, window
+from tests.analysis.where.runs import LEAK_THEN_FILL, NONE, heap_run, typed_window, where_of, window
 
 
 def test_a_site_must_grow_in_every_window_to_be_named() -> None:
@@ -39,14 +39,14 @@ def test_churn_far_slower_than_the_fastest_site_is_not_named_beside_it() -> None
 def test_a_heap_leak_names_its_site_and_a_pass_names_nothing() -> None:
     heap = budgets("heap: 10 MB/h")
     leak = summarize(heap_run(200 * MB, LEAK_THEN_FILL), heap, calibration=NONE)
-    where = [w["text"] for w in leak.details["where"]]
+    where = [w["text"] for w in where_of(leak)]
     assert leak.verdict == "leak"
     assert where[0].startswith(
         "cache.py:40 (called from caller.py:3) keeps what it allocates: +198 MB/h")
     assert not any("memo.py" in w for w in where)
     healthy = summarize(heap_run(0.0, LEAK_THEN_FILL), heap, calibration=NONE)
     assert healthy.verdict == "pass"
-    assert [w["kind"] for w in healthy.details["where"]] == ["none"]
+    assert [w["kind"] for w in where_of(healthy)] == ["none"]
 
 
 def test_a_site_names_the_first_caller_outside_its_file() -> None:
