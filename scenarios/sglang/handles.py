@@ -107,6 +107,9 @@ def publish_server_args(mods: Modules) -> None:
     if _PUBLISHED:
         return
     args = mods.server_args.ServerArgs(model_path="leak-harness-no-model")
+    # Mamba's chunk size comes from the model's HF config unless pre-seeded, as SGLang's
+    # own test fixtures do for a model-less run (arg_groups/overrides.py); 64 is FLA's.
+    args._mamba_cache_chunk_size = 64
     context = glue.import_modules(["sglang.srt.runtime_context"])[0]
     # A direct install, without the launch-time resolution (which reads the model's
     # config from a hub): the cache code reads only defaults from these namespaces.
@@ -183,6 +186,7 @@ class HandleCache:
         self.root_node = getattr(cache, "root_node", None)
         self._rid = 0
         self._abort = mods.base.CacheRequestOutcome.ABORT
+        self._swa = bool(getattr(cache, "is_swa_enabled", False))
         if not callable(getattr(cache, "check_prefetch_progress", None)):
             self.check_prefetch_progress = None  # type: ignore[assignment]
 
@@ -200,6 +204,10 @@ class HandleCache:
         return row.to(torch.int64)
 
     def _room(self, n: int) -> bool:
+        """Whether ``n`` slots can be had, evicting (each pool SGLang allocates from)."""
+        if self._swa:
+            return bool(self.kv.full_available_size() + self.cache.full_evictable_size() >= n
+                        and self.kv.swa_available_size() + self.cache.swa_evictable_size() >= n)
         return bool(self.kv.available_size() + self.full_evictable_size() >= n)
 
     def alloc_request(self, req: Req) -> bool:
@@ -210,9 +218,13 @@ class HandleCache:
         sreq.extend_end = total
         sreq.lock = self.cache.lock(sreq.last_node)  # as PrefillAdder commits an admission
         need = total - sreq.prefix_len
-        if self.req_pool.available_size() < 1 or not self._room(need):
+        if (self.req_pool.available_size() < 1 or not self._room(need)
+                or not m.allocation.ensure_mamba_capacity(self.req_pool, [sreq], self.cache)):
             self.cache.unlock(sreq.lock)
             sreq.lock = None
+            if sreq.kv.holds_mamba:  # the state the match forked (cow_mamba) goes back
+                m.common.release_kv_cache(sreq, self.cache, checkpoint=False)
+            del req.aux[AUX]  # the next attempt matches afresh
             return False
         m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
         prefix = self.cache.prefix_device_indices(sreq) if sreq.prefix_len else None
@@ -241,6 +253,10 @@ class HandleCache:
                        slots: torch.Tensor | None = None) -> bool:
         sreq = req.aux[AUX]
         n = len(tokens)
+        if self._swa and sreq.output_ids:
+            # ScheduleBatch.maybe_evict_swa in decode (past the first decode batch): the
+            # request's own SWA slots behind its window go back through the cache.
+            self.cache.evict_sliding_windows(sreq, sreq.seqlen - 1)
         if slots is None:
             if not self._room(n):
                 return False
@@ -343,7 +359,8 @@ class HandleCache:
         """SGLang's idle check (``invariant_checker.py``): per pool, available +
         evictable + protected == size; request rows all free at idle."""
         c = self.cache
-        books = {"full": PoolAccount(int(self.kv.size), int(self._full_available()),
+        size = self.kv.size_full if self._swa else self.kv.size
+        books = {"full": PoolAccount(int(size), int(self._full_available()),
                                      self.full_evictable_size(), self.full_protected_size())}
         if getattr(c, "is_swa_enabled", False):
             books["swa"] = PoolAccount(int(self.kv.size_swa),
@@ -430,15 +447,20 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
     if family == "unified-full":
         components = [ct.FULL]
     core = str(options.get("tree_core", "python"))
-    if len(components) > 1:
-        raise glue.GlueError(
-            f"the {family} family needs SGLang's {'/'.join(c.name for c in components[1:])} "
-            f"pools on CPU, which this adapter does not build yet")
-    req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
-    kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+    if ct.MAMBA in components:
+        req_pool = _mamba_req_pool(mods, rows, context, int(options.get("mamba_size", 48)))
+    else:
+        req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
+    window: int | None = None
+    if ct.SWA in components:
+        window = int(options.get("sliding_window", 64))
+        kv = _swa_allocator(mods, kv_size, int(options["swa_size"]), req_pool)
+    else:
+        kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
     params = mods.init_params.CacheInitParams(
         disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
-        tree_components=tuple(components), tree_core_backend=core)
+        tree_components=tuple(components), tree_core_backend=core,
+        sliding_window_size=window)
     if core == "python":
         census.watch(mods.tree_core.UnifiedTreeNode)  # type: ignore[union-attr]
         cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
@@ -449,3 +471,30 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
                  "detached_alive_nodes are not published; the C heap and RSS see its growth")
     kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, rust core]"
     return HandleCache(mods, cache, req_pool, family, kind, None, notes)
+
+
+def _mamba_req_pool(mods: Modules, rows: int, context: int, mamba_size: int) -> Any:
+    """SGLang's ``HybridReqToTokenPool``: request rows plus a ``MambaPool`` of
+    ``mamba_size`` state slots (one small Mamba2 layer: the cache logic never reads
+    the states, only their slot indices), without the extra tracking buffer."""
+    mamba_utils = glue.import_modules(["sglang.srt.configs.mamba_utils"])[0]
+    shape = mamba_utils.Mamba2StateShape.create(
+        tp_world_size=1, intermediate_size=16, n_groups=1, num_heads=2, head_dim=8,
+        state_size=8, conv_kernel=4)
+    params = mamba_utils.Mamba2CacheParams(shape=shape, layers=[0])
+    return mods.memory_pool.HybridReqToTokenPool(
+        size=rows, mamba_size=mamba_size, mamba_spec_state_size=0, max_context_len=context,
+        device="cpu", enable_memory_saver=False, cache_params=params, mamba_layer_ids=[0],
+        enable_mamba_extra_buffer=False, enable_overlap_schedule=False)
+
+
+def _swa_allocator(mods: Modules, kv_size: int, swa_size: int, req_pool: Any) -> Any:
+    """SGLang's ``SWATokenToKVPoolAllocator`` over an ``SWAKVPool`` of one full and one
+    sliding-window layer (tiny heads: the cache logic moves indices, never reads KV)."""
+    swa_pool_mod, swa_alloc_mod = glue.import_modules([
+        "sglang.srt.mem_cache.swa_memory_pool", "sglang.srt.mem_cache.allocator.swa"])
+    kvcache = swa_pool_mod.SWAKVPool(
+        size=kv_size, size_swa=swa_size, page_size=1, dtype=torch.float16, head_num=1,
+        head_dim=4, swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu")
+    return swa_alloc_mod.SWATokenToKVPoolAllocator(
+        kv_size, swa_size, 1, torch.float16, "cpu", kvcache, False, req_to_token_pool=req_pool)
