@@ -62,7 +62,7 @@ def detect_once(label: str, cell: Any, seed: int, out: Path,
         detect = summary.duration_s  # the process verdict is the detection
     print(f"  {label} seed {seed}: {result.outcome.verdict}, detected at "
           f"{'-' if detect is None else f'{detect:.1f} s'}, wall {wall:.1f} s", flush=True)
-    return {"seed": seed, "verdict": result.outcome.verdict, "correct": result.correct,
+    return {"seed": seed, "verdict": result.outcome.verdict, "correct": result.judged().correct,
             "detect_s": detect, "wall_s": wall}
 
 

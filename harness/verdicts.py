@@ -50,12 +50,3 @@ def exit_code(verdict: str, strict: bool = False) -> int:
         return EXIT_SIGINT
     return EXIT_REGRESSION
 
-
-def cell_correct(injected: bool, verdict: str) -> bool:
-    """Whether a check cell is right: fixed code passes, an injected regression fails.
-
-    A fixed cell that is ``suspicious`` is right, as ``run`` exits 0 on it: its
-    interval straddles the budget, which a short run of healthy code shows by
-    chance (RSS moves in pages); the suite report lists it for a longer run.
-    """
-    return verdict in FAILING if injected else verdict in PASSING

@@ -15,6 +15,7 @@ from harness.history.db import (
     BudgetPoint,
     Point,
     Trend,
+    append_runs,
     append_suite,
     trends,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Flag",
     "Point",
     "Trend",
+    "append_runs",
     "append_suite",
     "check_latest",
     "flag_regressions",

@@ -1,18 +1,20 @@
 """The detection matrix: every scenario fixed, and with each of its regressions.
 
 A cell is right when the fixed code passes its budgets and an injected
-regression gets a failing verdict. Injected cells stop as soon as the verdict
-is certain (the analysis of the samples so far already says ``leak``; a crash
-or a hang ends the run by itself), which is what keeps the whole matrix within
-minutes; fixed cells run their full duration, since a pass is never certain
-early. Cells run one worker each, ``jobs`` at a time.
+regression gets a failing verdict, other than a process ending its fixed run
+shared: the rule is :mod:`harness.suite`'s, asked through :func:`judge_results`.
+Injected cells stop as soon as the verdict is certain (the analysis of the
+samples so far already says ``leak``; a crash or a hang ends the run by
+itself), which is what keeps the whole matrix within minutes; fixed cells run
+their full duration, since a pass is never certain early. Cells run one worker
+each, ``jobs`` at a time.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +31,8 @@ from harness.parent.runner import RunOutcome, run
 from harness.parent.supervisor import Snapshot
 from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from harness.runfiles.rundata import RunData
+from harness.suite import CellOutcome, Suite, cell_outcome, judge_cells
 from harness.units import parse_duration
-from harness.verdicts import cell_correct
 
 MIN_SAMPLES_TO_STOP = 20  # never stop on the first second of samples
 
@@ -48,18 +50,22 @@ class Cell:
     def label(self) -> str:
         return f"{self.scenario.name}[{self.name}]"
 
-    def correct(self, verdict: str) -> bool:
-        return cell_correct(self.inject is not None, verdict)
-
 
 @dataclass(frozen=True)
 class CellResult:
     cell: Cell
     outcome: RunOutcome
 
-    @property
-    def correct(self) -> bool:
-        return self.cell.correct(self.outcome.verdict)
+    def judged(self) -> CellOutcome:
+        """This run under the suite's rule, on its own: whether its scenario's fixed run
+        ended the same way is :func:`judge_results`' to say."""
+        return cell_outcome(self.outcome.rundir, self.outcome.summary)
+
+
+def judge_results(results: Iterable[CellResult]) -> Suite:
+    """The landed cells judged together, as the exit code judges the finished suite
+    (:func:`harness.suite.judge_cells`): what ``check``'s live table shows."""
+    return judge_cells(result.judged() for result in results)
 
 
 @dataclass(frozen=True)

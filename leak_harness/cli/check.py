@@ -17,10 +17,11 @@ from harness.history.db import typical_seconds
 from harness.parent.matrix import Cell, CheckOptions, plan, run_matrix
 from harness.parent.shards import pick_shard
 from harness.registry import load_scenario, scenario_names
+from harness.suite import Suite, judge_suite
 from leak_harness.cli.base import check_target_spec, interrupts
 from leak_harness.cli.check_view import make_view
 from leak_harness.cli.report_drawer import ReportDrawer
-from leak_harness.cli.suite_out import finish_suite
+from leak_harness.cli.suite_out import publish_suite
 
 
 class CheckCommand:
@@ -85,13 +86,13 @@ class CheckCommand:
         cells, not_applicable = applicable_cells(cells, args.target)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
-            code, rundirs = self._run_cells(cells, options, args, not_applicable)
+            code, suite = self._run_cells(cells, options, args, not_applicable)
         if args.json:
-            print(json.dumps(suite_json(rundirs, code), indent=2))
+            print(json.dumps(suite_json(suite, code), indent=2))
         return code
 
     def _run_cells(self, cells: list[Cell], options: CheckOptions, args: argparse.Namespace,
-                   not_applicable: list[str]) -> tuple[int, list[Path]]:
+                   not_applicable: list[str]) -> tuple[int, Suite]:
         for sentence in not_applicable:
             print(sentence)
         cancel = threading.Event()
@@ -106,24 +107,22 @@ class CheckCommand:
             print(f"interrupted: {len(not_started)} of {len(cells)} cells were not started; "
                   "the suite report lists them.")
         history = None if args.no_history else Path(args.history)
-        rundirs = [r.outcome.rundir for r in results]
-        code = finish_suite(rundirs, options.out, history, args.target,
-                            [*not_applicable, *not_started])
-        return signals.exit_code(code), rundirs
+        # Judged from the summaries on disk, read once, by the rule the live table used.
+        suite = judge_suite([r.outcome.rundir for r in results])
+        code = publish_suite(suite, options.out, history, args.target,
+                             [*not_applicable, *not_started])
+        return signals.exit_code(code), suite
 
 
-def suite_json(rundirs: list[Path], code: int) -> dict[str, object]:
+def suite_json(suite: Suite, code: int) -> dict[str, object]:
     """The suite as data: each cell's scenario, column, verdict, whether it is right,
     when it was detected and where its folder is; the exit code."""
-    from reports.suite.report import build_cells
-
-    cells = build_cells(rundirs, {})
     return {
         "ok": code == 0, "exit_code": code,
         "cells": [{"scenario": c.scenario, "column": c.column, "verdict": c.verdict,
                    "expected": c.expected, "correct": c.correct, "detect_s": c.detect_s,
                    "duration_s": c.duration_s, "reasons": list(c.reasons),
-                   "rundir": str(c.rundir)} for c in cells],
+                   "rundir": str(c.rundir)} for c in suite.cells],
     }
 
 

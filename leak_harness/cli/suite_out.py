@@ -1,8 +1,10 @@
-"""What ``check`` and ``report`` do once run folders exist: the suite report
-(index.html, junit.xml, summary.txt), the history rows and the regression flags.
+"""What ``check`` and ``report`` do once run folders exist: judge the suite once
+(:func:`harness.suite.judge_suite`), append it to the history, take the
+regression flags, write the suite report (index.html, junit.xml, summary.txt)
+and return the exit code.
 
-The exit code is the matrix's and the history's rule (:mod:`harness.history`);
-the reports only draw and word them."""
+The exit code is the suite's and the history's rule (:meth:`harness.suite.Suite.exit_code`,
+:mod:`harness.history`); the reports only draw and word the judged suite."""
 
 from __future__ import annotations
 
@@ -10,24 +12,29 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.errors import UsageError
-from harness.history import append_suite, regressions
+from harness.history import append_runs, regressions
 from harness.runfiles.samples import short_commit
-from harness.verdicts import ERROR, EXIT_HARNESS, EXIT_PASS, EXIT_REGRESSION
-
-if TYPE_CHECKING:
-    from reports.suite.model import Cell
+from harness.suite import CellOutcome, Suite, judge_suite
 
 
 def finish_suite(
     rundirs: Sequence[Path], out: Path, history: Path | None, target: str | None = None,
     not_applicable: Sequence[str] = (),
 ) -> int:
-    """Write the suite report and history (rows under the commit of the code under
-    test: ``target``'s repository, else the harness's); 0 when every cell is right
-    and nothing is flagged, 3 when only cells the harness could not judge are wrong, else 1."""
+    """Judge the run folders (each summary read once) and :func:`publish_suite` them."""
+    return publish_suite(judge_suite(rundirs), out, history, target, not_applicable)
+
+
+def publish_suite(
+    suite: Suite, out: Path, history: Path | None, target: str | None = None,
+    not_applicable: Sequence[str] = (),
+) -> int:
+    """Append the judged suite to the history (rows under the commit of the code under
+    test: ``target``'s repository, else the harness's), write its report, print it and
+    return its exit code: 0 when every cell is right and nothing is flagged, 3 when only
+    cells the harness could not judge are wrong, else 1."""
     from harness.analysis.upgrade import upgrade
     from reports.history import flag_sentence, write_trend_plots
     from reports.suite import write_suite_report
@@ -36,7 +43,7 @@ def finish_suite(
     flagged, notes = [], []
     if history is not None:  # first, so the index links the trend plots
         try:
-            added = append_suite(history, rundirs, commit=short_commit(target))
+            added = append_runs(history, suite.runs, commit=short_commit(target))
             flagged = regressions(history)
             plots = write_trend_plots(history, out / TRENDS_DIR)
         except (sqlite3.Error, OSError, UsageError) as exc:
@@ -47,16 +54,16 @@ def finish_suite(
             notes.append(f"history: {added.added} rows added to {history}; {len(plots)} "
                          f"trend plots in {out / TRENDS_DIR}")
             notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
-    report = write_suite_report(rundirs, out, not_applicable=not_applicable, upgrade=upgrade,
-                                flagged=[flag_sentence(flag) for flag in flagged])
+    written = write_suite_report(suite, out, not_applicable=not_applicable, upgrade=upgrade,
+                                 flagged=[flag_sentence(flag) for flag in flagged])
     step_summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary:
-        append_step_summary(Path(step_summary), report.cells, flagged_sentences(notes))
-    print(report.text)
-    print(f"suite report: {report.index}")
+        append_step_summary(Path(step_summary), suite.cells, flagged_sentences(notes))
+    print(written.summary.read_text(encoding="utf-8"))
+    print(f"suite report: {written.index}")
     for note in notes:
         print(note)
-    return suite_exit_code(report.ok, [c.verdict for c in report.wrong], bool(flagged))
+    return suite.exit_code(bool(flagged))
 
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions renders this file on the run's page
@@ -66,7 +73,8 @@ def flagged_sentences(notes: Sequence[str]) -> list[str]:
     return [n for n in notes if n.startswith("REGRESSION: ")]
 
 
-def append_step_summary(path: Path, cells: Sequence[Cell], flagged: Sequence[str]) -> None:
+def append_step_summary(path: Path, cells: Sequence[CellOutcome],
+                        flagged: Sequence[str]) -> None:
     """The matrix as a Markdown table on the CI run's page (GitHub's job summary); a
     file that cannot be written is said in one sentence and the suite goes on."""
     wrong = sum(not c.correct for c in cells)
@@ -82,13 +90,3 @@ def append_step_summary(path: Path, cells: Sequence[Cell], flagged: Sequence[str
             out.write("\n".join(lines) + "\n")
     except OSError as exc:
         print(f"leak-harness: could not append the job summary to {path}: {exc.strerror}.")
-
-
-def suite_exit_code(ok: bool, wrong_verdicts: Sequence[str], flagged: bool) -> int:
-    """0 every cell right; 3 when the only wrong cells are ``error`` (the harness could
-    not judge them: a broken tool, not a regression); else 1."""
-    if ok and not flagged:
-        return EXIT_PASS
-    if wrong_verdicts and not flagged and all(v == ERROR for v in wrong_verdicts):
-        return EXIT_HARNESS
-    return EXIT_REGRESSION

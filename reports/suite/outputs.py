@@ -1,6 +1,6 @@
 """The three faces of a suite: ``index.html`` (a summary per scenario), ``junit.xml``, text.
 
-All three render the same cells (:class:`reports.suite.model.Cell`), already judged.
+All three render the same cells (:class:`harness.suite.CellOutcome`), already judged.
 The JUnit file follows the common Jenkins/GitLab/GitHub schema: one
 ``testsuite``, one ``testcase`` per cell with ``classname`` ``leak-harness.<scenario>``,
 and a ``failure`` element, carrying the reasons, when a cell is wrong.
@@ -16,10 +16,11 @@ from pathlib import Path
 
 from harness.runfiles.facts import FIXED
 from harness.runfiles.names import REPORT_FILE
+from harness.suite import CellOutcome
 from harness.verdicts import PROCESS_VERDICTS
 from reports.render.html import badge, bullet_list, esc, link, page, paragraph, section
 from reports.render.numbers import format_seconds
-from reports.suite.model import Cell
+from reports.suite.model import cell_culprit, cell_signal
 
 SUITE_NAME = "leak-harness"
 WRONG_MARK, RIGHT_MARK = "✗", "✓"
@@ -28,12 +29,12 @@ WRONG_MARK, RIGHT_MARK = "✗", "✓"
 TRENDS_DIR = "trends"  # where check and the nightly merge draw the history's trend plots
 
 
-def columns_of(cells: Sequence[Cell]) -> list[str]:
+def columns_of(cells: Sequence[CellOutcome]) -> list[str]:
     injected = sorted({c.column for c in cells if c.column != FIXED})
     return [FIXED, *injected] if any(c.column == FIXED for c in cells) else injected
 
 
-def render_index(cells: Sequence[Cell], out: Path, not_applicable: Sequence[str] = (),
+def render_index(cells: Sequence[CellOutcome], out: Path, not_applicable: Sequence[str] = (),
                  flagged: Sequence[str] = ()) -> str:
     """The suite's page: per scenario, the fixed code's cell beside each injected
     regression's; links to run reports are relative to ``out``. ``flagged``: the
@@ -67,7 +68,7 @@ def _colour(verdict: str) -> str:
     return "#1a7f37" if verdict == "pass" else "#cf222e"
 
 
-def _summary_table(cells: Sequence[Cell], out: Path) -> str:
+def _summary_table(cells: Sequence[CellOutcome], out: Path) -> str:
     """One row per injected regression, its scenario's fixed cell beside it (spanning
     the scenario's rows); a scenario without one says so."""
     rows = []
@@ -86,7 +87,7 @@ def _summary_table(cells: Sequence[Cell], out: Path) -> str:
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _cells_td(here: Sequence[Cell], out: Path, rowspan: int, none: str) -> str:
+def _cells_td(here: Sequence[CellOutcome], out: Path, rowspan: int, none: str) -> str:
     span = f' rowspan="{rowspan}"' if rowspan > 1 else ""
     if not here:
         return f'<td class="muted"{span}>{esc(none)}</td>'
@@ -94,7 +95,7 @@ def _cells_td(here: Sequence[Cell], out: Path, rowspan: int, none: str) -> str:
     return f'<td class="{css}"{span}>' + "<hr>".join(_cell_html(c, out) for c in here) + "</td>"
 
 
-def _cell_html(cell: Cell, out: Path) -> str:
+def _cell_html(cell: CellOutcome, out: Path) -> str:
     report = _report_link(cell, out)
     shown = badge(cell.verdict)
     linked = f'<a href="{esc(report)}">{shown}</a>' if report else shown
@@ -102,14 +103,15 @@ def _cell_html(cell: Cell, out: Path) -> str:
     repeat = f" (run {cell.repeat})" if cell.repeat > 1 else ""
     name = f"<b>{esc(cell.column.removeprefix('inject:'))}</b> " if cell.column != FIXED else ""
     lines = [f"{name}{linked}{esc(repeat)} {esc(mark)}", f"<small>{esc(cell_timing(cell))}</small>"]
-    if cell.signal:
-        lines.append(f"<small>{esc(cell.signal)}</small>")
-    if cell.culprit and cell.verdict != "pass":
-        lines.append(f'<small class="muted">where: {esc(cell.culprit)}</small>')
+    signal, culprit = cell_signal(cell), cell_culprit(cell)
+    if signal:
+        lines.append(f"<small>{esc(signal)}</small>")
+    if culprit and cell.verdict != "pass":
+        lines.append(f'<small class="muted">where: {esc(culprit)}</small>')
     return "<br>".join(lines)
 
 
-def cell_timing(cell: Cell) -> str:
+def cell_timing(cell: CellOutcome) -> str:
     if cell.verdict in PROCESS_VERDICTS:
         return f"{cell.verdict} after {format_seconds(cell.duration_s)}"
     if cell.detect_s is not None:
@@ -117,14 +119,14 @@ def cell_timing(cell: Cell) -> str:
     return f"ran {format_seconds(cell.duration_s)}"
 
 
-def _report_link(cell: Cell, out: Path) -> str | None:
+def _report_link(cell: CellOutcome, out: Path) -> str | None:
     report = cell.rundir / REPORT_FILE
     if not report.exists():
         return None
     return Path(os.path.relpath(report.resolve(), out.resolve())).as_posix()
 
 
-def _wrong_cell(cell: Cell, out: Path) -> str:
+def _wrong_cell(cell: CellOutcome, out: Path) -> str:
     report = _report_link(cell, out)
     where = f'<a href="{esc(report)}">{esc(cell.rundir)}</a>' if report else esc(cell.rundir)
     title = (f"<p><b>{esc(cell.scenario)} · {esc(cell.name)}</b>: {badge(cell.verdict)} "
@@ -135,7 +137,7 @@ def _wrong_cell(cell: Cell, out: Path) -> str:
 NOT_RUN = re.compile(r"^(?P<scenario>[^\[]+)\[(?P<column>[^\]]+)\]: (?P<why>.*)$")
 
 
-def render_junit(cells: Sequence[Cell], not_run: Sequence[str] = ()) -> bytes:
+def render_junit(cells: Sequence[CellOutcome], not_run: Sequence[str] = ()) -> bytes:
     """JUnit XML, UTF-8, with an XML declaration; ``not_run``: ``"scenario[column]: why"``
     sentences of cells that did not run (n/a on a target, not started when interrupted),
     written as skipped test cases so a CI's test view counts them."""
@@ -168,7 +170,7 @@ def render_junit(cells: Sequence[Cell], not_run: Sequence[str] = ()) -> bytes:
     return written
 
 
-def render_text(cells: Sequence[Cell]) -> str:
+def render_text(cells: Sequence[CellOutcome]) -> str:
     """A compact summary for CI logs: one line per cell, reasons under wrong ones."""
     wrong = [c for c in cells if not c.correct]
     state = "all as expected" if cells and not wrong else f"{len(wrong)} WRONG"

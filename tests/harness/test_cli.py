@@ -231,16 +231,22 @@ def test_where_it_grows_prints_the_three_most_certain_lines_unless_asked_for_all
 
 
 def test_exit_codes_tell_a_regression_from_a_broken_tool() -> None:
+    from harness.suite import CellOutcome, Suite
     from harness.verdicts import exit_code
-    from leak_harness.cli.suite_out import suite_exit_code
 
     assert [exit_code(v) for v in ("pass", "suspicious", "leak", "crashed", "hung", "ceiling",
                                    "error", "interrupted")] == [0, 0, 1, 1, 1, 1, 3, 130]
     assert exit_code("suspicious", strict=True) == 1 and exit_code("pass", strict=True) == 0
-    assert suite_exit_code(True, [], False) == 0
-    assert suite_exit_code(False, ["error", "error"], False) == 3
-    assert suite_exit_code(False, ["error", "leak"], False) == 1
-    assert suite_exit_code(True, [], True) == 1  # a flagged history row is a regression
+
+    def suite(*verdicts: str) -> Suite:
+        return Suite(tuple(CellOutcome(f"s{i}", "fixed", v, "pass", Path("r"), 1.0, None, ())
+                           for i, v in enumerate(verdicts)))
+
+    assert suite("pass").exit_code() == 0
+    assert suite("error", "error").exit_code() == 3
+    assert suite("error", "leak").exit_code() == 1
+    assert suite("pass").exit_code(flagged=True) == 1  # a flagged history row is a regression
+    assert suite().exit_code() == 1  # nothing judged is not a pass
 
 
 def test_version_and_the_exit_code_table_are_in_the_help(
@@ -258,8 +264,8 @@ def test_version_and_the_exit_code_table_are_in_the_help(
 
 
 def test_the_job_summary_is_a_markdown_table_appended_to_the_file(tmp_path: Path) -> None:
+    from harness.suite import CellOutcome as Cell
     from leak_harness.cli.suite_out import append_step_summary
-    from reports.suite.model import Cell
 
     cells = [Cell("radix-steady", "fixed", "pass", "pass", tmp_path, 20.0, None, ()),
              Cell("mamba-lru", "inject:mamba-lru-unlink", "pass", "fail", tmp_path, 20.0,

@@ -12,14 +12,19 @@ import pytest
 from harness.errors import UsageError
 from harness.parent import folder_lock
 from harness.parent.matrix import (
+    Cell,
+    CellResult,
     CheckOptions,
     clear_previous_run,
+    judge_results,
     parse_shard,
     plan,
     run_matrix,
 )
+from harness.parent.runner import RunOutcome
 from harness.parent.shards import deal, expected_seconds, pick_shard, shard_from_environment
 from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
+from leak_harness.cli.check_view import LiveView, PlainView
 from tests.harness.fixtures.scenarios import TOGGLE
 
 OTHER = replace(TOGGLE, name="other", regressions=("a", "b"))
@@ -134,30 +139,38 @@ def test_matrix_passes_fixed_catches_injected_and_stops_early(tmp_path: Path) ->
     results = run_matrix(plan([scenario]), options)
     verdicts = {r.cell.name: r.outcome.verdict for r in results}
     assert verdicts == {"fixed": "pass", "inject:keep-chunks": "leak"}
-    assert all(r.correct for r in results)
+    assert judge_results(results).ok
     injected = results[1].outcome.summary
     assert injected.duration_s < 6.0  # stopped once certain, not at the full duration
     assert injected.time_to_detect_s is not None
 
+    from harness.suite import judge_suite
     from reports.suite import write_suite_report
 
-    report = write_suite_report([r.outcome.rundir for r in results], tmp_path / "suite")
-    assert report.ok and report.index.exists() and report.junit.exists()
+    suite = judge_suite([r.outcome.rundir for r in results])
+    report = write_suite_report(suite, tmp_path / "suite")
+    assert suite.ok and report.index.exists() and report.junit.exists()
 
     from leak_harness.cli.check import suite_json
 
-    data = suite_json([r.outcome.rundir for r in results], 0)
+    data = suite_json(suite, 0)
     assert data["ok"] is True and data["exit_code"] == 0
     assert [(c["column"], c["verdict"], c["correct"]) for c in data["cells"]] == [  # type: ignore[index, union-attr]
         ("fixed", "pass", True), ("inject:keep-chunks", "leak", True)]
 
 
 def test_cell_correctness_rules() -> None:
-    fixed, injected = plan([TOGGLE])
-    assert fixed.correct("pass") and fixed.correct("suspicious")  # as run's exit code says
-    assert not any(fixed.correct(v) for v in ("leak", "crashed", "hung", "error", "interrupted"))
-    assert all(injected.correct(v) for v in ("leak", "crashed", "hung", "ceiling"))
-    assert not any(injected.correct(v) for v in ("pass", "suspicious", "error", "interrupted"))
+    from harness.suite import CellOutcome, expectation
+
+    def right(column: str, verdict: str) -> bool:
+        return CellOutcome("toggle", column, verdict, expectation("toggle", column, {}),
+                           Path("r"), 1.0, None, ()).correct
+
+    fixed, injected = "fixed", "inject:keep-chunks"
+    assert right(fixed, "pass") and right(fixed, "suspicious")  # as run's exit code says
+    assert not any(right(fixed, v) for v in ("leak", "crashed", "hung", "error", "interrupted"))
+    assert all(right(injected, v) for v in ("leak", "crashed", "hung", "ceiling"))
+    assert not any(right(injected, v) for v in ("pass", "suspicious", "error", "interrupted"))
 
 
 ROOT_SPEC = "tests.harness.fixtures.scenarios"
@@ -191,6 +204,109 @@ def test_the_live_check_table_fits_80_columns_and_tells_the_cells_apart(
     assert len(rows) == 2 and "toggle" in rows[0] and "toggle" not in rows[1]  # once per group
     assert "finishing" in rows[0] and "20/20 s" in rows[0] and "23" not in rows[0]
     assert "leak (ok" in text  # the verdict, not the label again
+
+
+def quiet(view: LiveView) -> LiveView:
+    """A live table that draws nothing: the test reads ``view._table()`` itself."""
+    view._live = type("Quiet", (), {"update": lambda self, table: None})()
+    return view
+
+
+def table_text(view: LiveView) -> str:
+    import io
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=80, color_system=None).print(view._table())
+    return buffer.getvalue()
+
+
+def landed(cell: Cell, rundir: Path) -> CellResult:
+    """A cell landed with the run in ``rundir``, as the matrix hands it to the view."""
+    from harness.runfiles.summary import load_summary
+
+    summary = load_summary(rundir)
+    return CellResult(cell, RunOutcome(summary.verdict, rundir, None, summary))
+
+
+def crashed_alike(tmp_path: Path) -> tuple[Path, Path]:
+    """The fixed and the injected run of toggle, both crashed the same way."""
+    from tests.reports.synth import write_summary_only
+
+    return (write_summary_only(tmp_path / "f", "toggle", (), "crashed"),
+            write_summary_only(tmp_path / "i", "toggle", ("keep-chunks",), "crashed"))
+
+
+@pytest.mark.parametrize("injected_first", [True, False])
+def test_an_injected_crash_the_fixed_run_shared_ends_wrong_live_and_in_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], injected_first: bool,
+) -> None:
+    """Whichever lands first (``-j 2``), the last live table says what the exit code says."""
+    from harness.suite import judge_suite
+
+    fixed, injected = plan([TOGGLE])
+    fixed_run, injected_run = crashed_alike(tmp_path)
+    view, plain = quiet(LiveView([fixed, injected])), PlainView([fixed, injected])
+    order = [(injected, injected_run), (fixed, fixed_run)]
+    for cell, rundir in order if injected_first else order[::-1]:
+        view.landed(landed(cell, rundir))
+        plain.landed(landed(cell, rundir))
+        if injected_first and cell is injected:  # right so far: its fixed run is to come
+            assert view.marks[injected.label] == "ok?"
+            assert "+keep-chunks" in table_text(view) and "crashed (ok?" in table_text(view)
+    assert view.marks == {fixed.label: "WRONG", injected.label: "WRONG: as fixed"}
+    assert "crashed (WRONG: as fixed" in table_text(view)
+    lines = capsys.readouterr().out.splitlines()  # the plain view's, for CI logs
+    assert lines[-1].endswith(
+        f"{injected.label}: {'now ' if injected_first else ''}crashed (WRONG: as fixed)")
+    assert (lines[0] == f"[1/2] {injected.label}: crashed (ok?)") is injected_first
+    # The exit code's suite, judged from the same summaries on disk, agrees.
+    suite = judge_suite([fixed_run, injected_run])
+    assert [c.correct for c in suite.cells] == [False, False] and suite.exit_code() == 1
+    assert suite.cells[1].same_as_fixed and "not a detection" in suite.cells[1].why_wrong
+
+
+def test_a_crash_the_fixed_run_did_not_share_is_a_detection_live_too(tmp_path: Path) -> None:
+    from tests.reports.synth import write_summary_only
+
+    fixed, injected = plan([TOGGLE])
+    view = quiet(LiveView([fixed, injected]))
+    view.landed(landed(injected, write_summary_only(tmp_path / "i", "toggle", ("keep-chunks",),
+                                                    "crashed")))
+    view.landed(landed(fixed, write_summary_only(tmp_path / "f", "toggle", (), "pass")))
+    assert view.marks == {injected.label: "ok", fixed.label: "ok"}
+    only = quiet(LiveView([injected]))  # -k picked the injected cell alone: nothing to wait for
+    only.landed(landed(injected, tmp_path / "i"))
+    assert only.marks == {injected.label: "ok"}
+
+
+@pytest.mark.integration
+def test_check_of_a_scenario_that_crashes_fixed_and_injected_alike_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A whole ``check -j 2`` of a scenario that crashes whatever is injected: the live
+    lines, ``--json`` and the exit code all call the injected cell wrong."""
+    import json
+
+    from harness import registry
+    from leak_harness.cli import main
+
+    monkeypatch.setattr(registry, "PACKAGE", "tests.harness.fixtures.broken_catalog")
+    code = main(["check", "-j", "2", "--out", str(tmp_path / "check"), "--no-history",
+                 "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    data = json.loads(out)
+    assert data["exit_code"] == 1 and data["ok"] is False
+    assert [(c["column"], c["verdict"], c["correct"]) for c in data["cells"]] == [
+        ("fixed", "crashed", False), ("inject:keep-chunks", "crashed", False)]
+    # The live lines went to stderr (stdout carries the JSON): the injected cell's last
+    # line is WRONG, whether it landed before its fixed cell (ok?, then "now") or after.
+    label = f"{ROOT_SPEC}:CRASHING_EITHER_WAY[inject:keep-chunks]"
+    said = [line for line in err.splitlines() if f"{label}: " in line and "(" in line]
+    assert said and "crashed (WRONG: as fixed" in said[-1], err
+    assert "not a detection" in (tmp_path / "check" / "summary.txt").read_text()
 
 
 def takes_keep_chunks(**options: object) -> None:

@@ -1,17 +1,30 @@
-"""Suite reports: the matrix, JUnit and the text summary, from shards of run folders."""
+"""Suite reports: the matrix, JUnit and the text summary, from shards of run folders.
+
+The suite is judged by :mod:`harness.suite` and rendered by :mod:`reports.suite`."""
 
 from __future__ import annotations
 
 import html
 import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from harness.runfiles.names import REPORT_FILE
-from reports.suite.report import build_cells, write_suite_report
+from harness.suite import Suite, build_cells, judge_suite
+from reports.suite.model import SuitePaths, cell_signal
+from reports.suite.report import write_suite_report
 from tests.reports.synth import GOLDEN, MB, write_run, write_summary_only
+
+
+def written(rundirs: list[Path], out: Path, write_missing_reports: bool = True,
+            not_applicable: Sequence[str] = ()) -> tuple[Suite, SuitePaths]:
+    """The suite judged from ``rundirs``, and the report written of it."""
+    suite = judge_suite(rundirs)
+    return suite, write_suite_report(suite, out, write_missing_reports=write_missing_reports,
+                                     not_applicable=not_applicable)
 
 
 def shards(tmp_path: Path) -> list[Path]:
@@ -27,31 +40,30 @@ def shards(tmp_path: Path) -> list[Path]:
 
 
 def test_matrix_junit_and_text_from_several_shards(tmp_path: Path) -> None:
-    report = write_suite_report(shards(tmp_path), tmp_path / "suite",
-                                write_missing_reports=False)
-    assert [(c.scenario, c.column, c.correct) for c in report.cells] == [
+    suite, report = written(shards(tmp_path), tmp_path / "suite", write_missing_reports=False)
+    assert [(c.scenario, c.column, c.correct) for c in suite.cells] == [
         ("mamba-lru", "fixed", True),
         ("mamba-lru", "inject:mamba-lru-unlink", True),
         ("swa-lru", "fixed", False),
         ("swa-lru", "inject:swa-lru-unlink", True),
     ]
-    assert not report.ok and [c.scenario for c in report.wrong] == ["swa-lru"]
+    assert not suite.ok and [c.scenario for c in suite.wrong] == ["swa-lru"]
+    assert suite.exit_code() == 1
     index = report.index.read_text()
     assert index.count('class="wrong"') == 1 and index.count('class="right"') == 3
     assert "<b>swa-lru-unlink</b>" in index and "expected pass" in index
-    assert report.summary.read_text() == report.text
-    assert "1 WRONG" in report.text and "swa-lru: leak." in report.text
+    text = report.summary.read_text()
+    assert "1 WRONG" in text and "swa-lru: leak." in text
 
 
 def test_a_suspicious_fixed_cell_is_right_as_run_exits_0_on_it(tmp_path: Path) -> None:
     cell = write_summary_only(tmp_path / "fixed", "swa-lru", (), "suspicious", 60 * MB)
-    report = write_suite_report([cell], tmp_path / "suite", write_missing_reports=False)
-    assert report.ok and report.cells[0].correct
+    suite, _ = written([cell], tmp_path / "suite", write_missing_reports=False)
+    assert suite.ok and suite.cells[0].correct and suite.exit_code() == 0
 
 
 def test_junit_parses_with_one_testcase_per_cell(tmp_path: Path) -> None:
-    report = write_suite_report(shards(tmp_path), tmp_path / "suite",
-                                write_missing_reports=False)
+    _, report = written(shards(tmp_path), tmp_path / "suite", write_missing_reports=False)
     root = ET.parse(report.junit).getroot()
     suite = root.find("testsuite")
     assert suite is not None
@@ -72,10 +84,10 @@ def test_junit_parses_with_one_testcase_per_cell(tmp_path: Path) -> None:
 def test_cells_link_to_run_reports_written_on_the_way(tmp_path: Path) -> None:
     golden = tmp_path / "nightly" / "golden"
     shutil.copytree(GOLDEN, golden)
-    report = write_suite_report([golden], tmp_path / "out")
+    suite, report = written([golden], tmp_path / "out")
     assert (golden / REPORT_FILE).exists()
     assert 'href="../nightly/golden/report.html"' in report.index.read_text()
-    assert report.ok
+    assert suite.ok
 
 
 def test_an_injected_crash_the_fixed_run_shared_is_not_a_detection(tmp_path: Path) -> None:
@@ -84,6 +96,7 @@ def test_an_injected_crash_the_fixed_run_shared_is_not_a_detection(tmp_path: Pat
     cells = build_cells(runs, {})
     assert [c.correct for c in cells] == [False, False]
     assert "not a detection" in cells[1].why_wrong
+    assert judge_suite(runs).exit_code() == 1
 
 
 def test_expected_overrides_and_unreadable_folders(tmp_path: Path) -> None:
@@ -127,13 +140,14 @@ def test_the_index_names_each_cells_signal_rate_and_culprit_without_empty_cells(
             write_run(tmp_path / "a" / "inject", "demo-cache", ["demo-unlink"],
                       growth_per_h=400 * MB, garbage_per_op=2.0),
             write_run(tmp_path / "b" / "fixed", "demo-idle", duration_s=240.0)]
-    report = write_suite_report(runs, tmp_path / "suite", write_missing_reports=False)
+    suite, report = written(runs, tmp_path / "suite", write_missing_reports=False)
     index = html.unescape(report.index.read_text())
     assert "3 budgets held" in index  # each fixed cell
-    leak = next(c for c in report.cells if c.column != "fixed")
+    leak = next(c for c in suite.cells if c.column != "fixed")
+    signal = cell_signal(leak)
     # The confirmed budget convicts, not the suspicious RSS beside it.
-    assert leak.verdict == "leak" and leak.signal.startswith("cyclic_garbage +")
-    assert "over 'cyclic_garbage: 0.5 /kop'" in leak.signal and leak.signal in index
+    assert leak.verdict == "leak" and signal.startswith("cyclic_garbage +")
+    assert "over 'cyclic_garbage: 0.5 /kop'" in signal and signal in index
     assert "<b>demo-unlink</b>" in index and "nothing grows" not in index  # a pass names none
     assert "no regression injected in this scenario" in index  # demo-idle's row
     assert ">–<" not in index and 'rowspan' not in index  # one regression each: no spans
@@ -143,8 +157,8 @@ def test_cells_that_did_not_run_are_listed_and_skipped_in_junit(tmp_path: Path) 
     runs = [write_summary_only(tmp_path / "f", "radix", (), "pass", 1 * MB)]
     not_run = ["radix[inject:split-views]: not started (interrupted)",
                "mamba[fixed]: not started (interrupted)"]
-    report = write_suite_report(runs, tmp_path / "suite", write_missing_reports=False,
-                                not_applicable=not_run)
+    _, report = written(runs, tmp_path / "suite", write_missing_reports=False,
+                        not_applicable=not_run)
     assert all(sentence in html.unescape(report.index.read_text()) for sentence in not_run)
     suite = ET.parse(report.junit).getroot().find("testsuite")
     assert suite is not None and (suite.get("tests"), suite.get("skipped")) == ("3", "2")
