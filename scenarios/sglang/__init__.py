@@ -11,8 +11,8 @@ the scenario offers (the reference factories' options differ per family):
 
 | options offered | family | 0.5.23 class |
 |---|---|---|
+| ``pp_world_size`` > 1 | ``pp-sync`` | not mapped (a gloo pipeline of the reference's) |
 | ``host_size`` | ``hiradix`` / ``himamba`` | not mapped yet (host tier) |
-| ``pp_world_size`` | ``*-pp-sync`` | not mapped (a gloo pipeline of the reference's) |
 | ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
 | ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
 | ``swa_size`` | ``swa`` | ``UnifiedRadixCache`` (FULL+SWA) |
@@ -45,10 +45,10 @@ def family_of(options: Mapping[str, Any]) -> str:
     family = options.get("family")
     if family:
         return str(family)
-    if options.get("host_size") is not None:
-        return "himamba" if options.get("mamba_size") is not None else "hiradix"
     if int(options.get("pp_world_size", 1) or 1) > 1:
         return "pp-sync"
+    if options.get("host_size") is not None:
+        return "himamba" if options.get("mamba_size") is not None else "hiradix"
     has_mamba = options.get("mamba_size") is not None
     has_swa = options.get("swa_size") is not None
     if has_mamba and has_swa:

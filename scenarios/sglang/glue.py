@@ -40,7 +40,8 @@ import importlib.util
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -396,7 +397,9 @@ def import_modules(names: Sequence[str]) -> list[types.ModuleType]:
     """Import SGLang modules after :func:`load`; a missing module is one sentence."""
     load()
     modules: list[types.ModuleType] = []
-    with _compile_as_no_op():
+    with _compile_as_no_op(), warnings.catch_warnings():
+        # Importing the quantization layers warns that only CUDA/HIP/XPU run AWQ and GGUF.
+        warnings.filterwarnings("ignore", message="Only CUDA")
         for name in names:
             try:
                 modules.append(importlib.import_module(name))
@@ -412,19 +415,3 @@ def import_modules(names: Sequence[str]) -> list[types.ModuleType]:
 def stand_ins_used() -> list[str]:
     """The absent third-party modules a stand-in replaced in this process."""
     return list(_FINDER.made) if _FINDER is not None else []
-
-
-def call_quietly(fn: Callable[[], Any]) -> Any:
-    """Call ``fn`` with SGLang's import-time warnings (AWQ/GGUF on CPU) muted."""
-    import logging
-    import warnings
-
-    logger = logging.getLogger("sglang")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn()
-    finally:
-        logger.setLevel(level)

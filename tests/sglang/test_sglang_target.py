@@ -1,0 +1,105 @@
+"""The SGLang target (scenarios/sglang): family mapping, the glue's errors, and a short
+real cell on each mapped family when a release is installed.
+
+The real cell runs in a child process: importing SGLang installs stand-ins for absent
+GPU modules (triton, sgl_kernel, ...) in ``sys.modules``, which must not leak into the
+other tests of this worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.sglang import family_of, glue
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Each family: the options its scenarios pass (small pools, so exits and eviction run).
+CELL = r'''
+import json, sys, time
+from scenarios.sglang import make
+from scenarios.workloads.common import EXIT_LOAD
+from scenarios.workloads.scheduler import Scheduler
+from scenarios.workloads.traffic import Traffic, TrafficShape
+families = {
+    "radix": {"kv_size": 2048},
+    "unified-full": {"kv_size": 2048, "family": "unified-full"},
+    "mamba": {"kv_size": 2048, "mamba_size": 48},
+    "swa": {"kv_size": 2048, "swa_size": 2048, "sliding_window": 64},
+    "unified": {"kv_size": 2048, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
+}
+out = {}
+for family, options in families.items():
+    cache = make(**options)
+    s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), EXIT_LOAD, 0)
+    end = time.monotonic() + float(sys.argv[1])
+    ops = 0
+    while time.monotonic() < end:
+        ops += s.step()
+    s.drain()
+    cache.sanity_check()
+    books = cache.pool_accounting()
+    stats = cache.stats()
+    out[family] = {
+        "kind": cache.kind, "ops": ops, "finished": s.finished, "exits": dict(s.exits),
+        "idle_checks": s.idle_check.checks, "idle_mismatch": s.idle_check.mismatch,
+        "drained_mismatch": {n: a.mismatch for n, a in books.items()},
+        "drained_protected": {n: a.protected for n, a in books.items()},
+        "detached": stats.get("detached_alive_nodes", 0.0),
+        "locked_nodes": stats.get("locked_nodes", 0.0),
+    }
+    cache.close()
+print(json.dumps(out))
+'''
+
+
+def test_family_from_the_scenario_options() -> None:
+    assert family_of({"kv_size": 8192}) == "radix"
+    assert family_of({"kv_size": 16384, "mamba_size": 48}) == "mamba"
+    assert family_of({"swa_size": 2048, "sliding_window": 64}) == "swa"
+    assert family_of({"mamba_size": 48, "swa_size": 2048, "sliding_window": 64}) == "unified"
+    assert family_of({"mamba_size": 64, "pp_world_size": 2}) == "pp-sync"
+    assert family_of({"host_size": 4096}) == "hiradix"
+    assert family_of({"host_size": 4096, "mamba_size": 64}) == "himamba"
+    assert family_of({"kv_size": 8192, "family": "unified-full"}) == "unified-full"
+
+
+def test_a_wrong_release_folder_is_one_sentence(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    monkeypatch.setenv(glue.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(glue.GlueError) as caught:
+        glue.locate()
+    message = str(caught.value)
+    assert glue.ENV_VAR in message and "\n" not in message
+
+
+def _release_or_skip() -> None:
+    try:
+        glue.locate()
+    except glue.GlueError as exc:
+        pytest.skip(f"no SGLang release installed ({exc})")
+
+
+def test_real_cell_on_every_mapped_family() -> None:
+    """Every family builds SGLang's own cache, runs the exit load (aborts, failures,
+    retraction, timeouts) and drains with SGLang's books balanced."""
+    _release_or_skip()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", CELL, "1.5"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(cells) == {"radix", "unified-full", "mamba", "swa", "unified"}
+    for family, cell in cells.items():
+        assert cell["finished"] > 0, (family, cell)
+        assert sum(cell["exits"].values()) > 0, (family, cell)
+        assert cell["idle_checks"] > 0 and cell["idle_mismatch"] == 0, (family, cell)
+        assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
+        assert set(cell["drained_protected"].values()) == {0}, (family, cell)
+        assert cell["detached"] == 0 and cell["locked_nodes"] == 0, (family, cell)
