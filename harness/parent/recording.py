@@ -1,7 +1,8 @@
 """The parent side of ``leak-harness record``: run the program, stop it, judge each process.
 
 The program runs in its own session with the recorder's ``sitecustomize`` on
-PYTHONPATH (:mod:`harness.record.bootstrap`); its output is shown and kept in
+PYTHONPATH (:mod:`harness.record.bootstrap`; the names both sides read are in
+:mod:`harness.record.env`); its output is shown and kept in
 ``program.log``. It ends by itself, or after ``duration_s`` it is asked to stop
 with SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart, its whole process
 group with it. Before the first signal a stop notice asks every recorder to end
@@ -36,7 +37,7 @@ from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, conclude
 from harness.parent.supervisor import Ending
 from harness.parent.watchdog import still_running
-from harness.record.bootstrap import ENV, SITE_DIR
+from harness.record.env import ENV, SITE_DIR
 from harness.runfiles.fatal import died_from
 from harness.runfiles.names import (
     CONFIG_FILE,

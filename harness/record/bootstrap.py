@@ -35,11 +35,10 @@ from types import FrameType
 from typing import Any
 
 from harness.config import RunConfig
+from harness.record.env import ENV, SITE_DIR
 from harness.record.recorder import Recorder
 from harness.runfiles.names import CONFIG_FILE
 
-ENV = "LEAK_HARNESS_RECORD"
-SITE_DIR = Path(__file__).resolve().parent / "site"
 FAILED_FILE = "record-failed.txt"
 MP_EXIT_PRIORITY = 100  # multiprocessing finalisers of priority >= 0 run at a child's exit
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.api import Gauge, RunContext, Scenario, TargetRejected
 from scenarios.workloads.exits import PATHS, Exits
@@ -203,8 +204,13 @@ def cache_scenario(
     )
 
 
-def run_standalone(scenario: Scenario, argv: list[str] | None = None) -> int:
-    """``python scenarios/mamba_lru.py [run options]`` is ``leak-harness run mamba-lru``."""
-    from leak_harness.cli import main
+def run_standalone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
+    """``python scenarios/mamba_lru.py [run options]`` is ``leak-harness run mamba-lru
+    [run options]``: this process becomes ``python -m leak_harness run mamba-lru ...``.
 
-    return main(["run", scenario.name, *(sys.argv[1:] if argv is None else argv)])
+    An exec, not an import: a scenario sits below the command line and never imports it
+    (``tests/harness/test_layers.py``). The same process goes on, so the output, Ctrl-C,
+    SIGTERM and the exit code are the command's own.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    os.execv(sys.executable, [sys.executable, "-m", "leak_harness", "run", scenario.name, *args])

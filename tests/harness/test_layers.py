@@ -1,9 +1,11 @@
 """The layering rules of the README's architecture section, checked on the code.
 
-Three checks: every ``import`` statement in the tree (lazy ones inside functions
-included) read with ``ast`` against the forbidden boundaries, the same imports
-as a graph that must have no cycle, and the worker's real start path imported
-in a clean interpreter, which also catches what a module pulls in indirectly.
+Every ``import`` statement in the tree (lazy ones inside functions included) is
+read with ``ast``: against the order of the layers (each imports only the layers
+below it), against the finer forbidden boundaries, and as graphs, of modules and
+of top-level packages, that must have no cycle. The worker's real start path, the
+command line's and every face's are imported in a clean interpreter, which also
+catches what a module pulls in indirectly.
 """
 
 from __future__ import annotations
@@ -18,47 +20,70 @@ import pytest
 
 from tests.harness.conftest import ROOT
 
-# package prefix -> prefixes it must never import (eagerly or lazily)
+# Stdlib-only leaves that any layer may import, though their package is forbidden to
+# it: names the contract shares with the layer that owns them, and the names
+# `leak-harness record` and the recorder it starts agree on.
+LEAVES = ("harness.worker.sampler_names", "harness.worker.frames", "harness.record.env")
+# The vocabulary at the bottom: stdlib only, so every layer may read it.
+STDLIB_ONLY = ("harness.errors", "harness.verdicts", "harness.units", "harness.budgets",
+               "harness.basis", *LEAVES)
+# The layers, top to bottom, as the README lists them: a module imports only modules
+# of its own layer or of the layers below it. A module's layer is the one naming the
+# longest prefix of its name (``harness.suite`` is the contract's, ``harness.errors``
+# the vocabulary's).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("faces", ("leak_harness",)),
+    ("reports", ("reports",)),
+    ("scenarios", ("scenarios",)),
+    ("parent", ("harness.parent",)),
+    ("record", ("harness.record",)),
+    ("worker", ("harness.worker",)),
+    ("analysis", ("harness.analysis",)),
+    ("history", ("harness.history",)),
+    ("contract", ("harness",)),
+    ("runfiles", ("harness.runfiles",)),
+    ("vocabulary", STDLIB_ONLY),
+    ("refcache", ("refcache",)),
+)
+# package prefix -> prefixes it must never import (eagerly or lazily); the rules of
+# every prefix a module is within apply to it.
 FORBIDDEN = {
-    "refcache": ("harness", "scenarios", "reports"),
-    "harness": ("refcache", "scenarios"),
-    "harness.worker": ("harness.parent", "leak_harness", "harness.analysis", "harness.configure",
-                       "reports"),
+    # The faces sit on top: nothing below them imports them.
+    "refcache": ("harness", "scenarios", "reports", "leak_harness"),
+    "scenarios": ("leak_harness", "reports"),
+    # The engine draws nothing: only the faces call reports.
+    "harness": ("refcache", "scenarios", "reports", "leak_harness"),
+    "harness.worker": ("harness.parent", "harness.analysis", "harness.configure"),
     # The recorder runs inside someone else's program: the worker's rules, and the
     # hooks module (harness.record itself) imports nothing of the harness at all.
-    "harness.record": ("harness.parent", "leak_harness", "harness.analysis", "harness.configure",
-                       "reports"),
+    "harness.record": ("harness.parent", "harness.analysis", "harness.configure"),
     # The libraries the samplers share sit below them and never call back up.
     "harness.worker.heapgraph": ("harness.worker.samplers",),
     "harness.worker.glibc": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.worker.frames": ("harness.worker.samplers", "harness.worker.heapgraph"),
     "harness.worker.resources": ("harness.worker.samplers", "harness.worker.heapgraph"),
-    "harness.analysis": ("harness.parent", "harness.worker", "leak_harness.cli", "reports"),
-    "harness.runfiles": ("harness.parent", "harness.worker", "leak_harness", "harness.analysis",
-                         "reports"),
-    "harness.parent": ("leak_harness.cli", "reports"),
+    "harness.analysis": ("harness.parent", "harness.worker"),
+    "harness.runfiles": ("harness.parent", "harness.worker", "harness.analysis"),
+    # The parent reads the recorder's names (the leaf harness.record.env), never the
+    # recorder: that would load every sampler into each `leak-harness` start.
+    "harness.parent": ("harness.record",),
     # The supervisor watches a run; it decides nothing from the samples' statistics.
     "harness.parent.supervisor": ("harness.analysis",),
     # The contract: what a run is, built from the vocabulary below it, never from the
     # layers that carry it out.
-    "harness.config": ("harness.worker", "harness.analysis", "harness.parent", "leak_harness"),
-    "harness.configure": ("harness.worker", "harness.analysis", "harness.parent", "leak_harness"),
-    "harness.history": ("harness.parent", "harness.worker", "leak_harness", "reports"),
+    "harness.config": ("harness.worker", "harness.analysis", "harness.parent"),
+    "harness.configure": ("harness.worker", "harness.analysis", "harness.parent"),
+    "harness.history": ("harness.parent", "harness.worker"),
     # Reports render what the summary holds; they never analyse.
     "reports": ("harness.parent", "harness.worker", "leak_harness", "harness.analysis"),
 }
-# Stdlib-only leaves that any layer may import, though their package is forbidden to
-# it: names the contract shares with the layer that owns them.
-LEAVES = ("harness.worker.sampler_names", "harness.worker.frames")
-# The vocabulary at the bottom: stdlib only, so every layer may read it.
-STDLIB_ONLY = ("harness.units", "harness.budgets", "harness.basis", *LEAVES)
-# Only the faces draw reports, and always lazily (matplotlib stays off the run path).
-REPORT_FACES = ("leak_harness.cli", "leak_harness.pytest_plugin")
 # What the worker process may not load at all: the parent's side, plotting, statistics.
-WORKER_NEVER = ("harness.parent", "leak_harness.cli", "harness.analysis", "harness.configure",
+WORKER_NEVER = ("harness.parent", "leak_harness", "harness.analysis", "harness.configure",
                 "reports", "matplotlib", "numpy", "scipy")
-
-
+# What no face loads by being imported: the measuring side, and the reports (drawn
+# lazily, so matplotlib stays off the run path and out of every start).
+FACES_NEVER = ("harness.worker.samplers", "harness.worker.heapgraph", "harness.record.recorder",
+               "reports", "matplotlib")
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -77,14 +102,35 @@ def within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-PACKAGES = ("refcache", "scenarios", "harness", "reports")
+PACKAGES = ("refcache", "scenarios", "harness", "reports", "leak_harness")
 
 
-def modules(packages: tuple[str, ...] = ("refcache", "harness", "reports")) -> Iterator[
-        tuple[str, Path]]:
+def modules(packages: tuple[str, ...] = PACKAGES) -> Iterator[tuple[str, Path]]:
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             yield module_name(path), path
+
+
+def layer_of(name: str) -> int:
+    """The index in LAYERS of the layer naming the longest prefix of ``name``."""
+    found = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS)
+             for prefix in prefixes if within(name, prefix)]
+    assert found, f"{name} is in no layer of LAYERS"
+    return max(found)[1]
+
+
+def test_every_module_imports_only_its_layer_and_the_layers_below() -> None:
+    graph = import_graph()
+    broken = [f"{name} ({LAYERS[layer_of(name)][0]}) imports {imported} "
+              f"({LAYERS[layer_of(imported)][0]}, above it)"
+              for name, imported_names in graph.items() for imported in imported_names
+              if layer_of(imported) < layer_of(name)]
+    assert not broken, "\n".join(sorted(broken))
+
+
+def test_the_layers_name_every_package() -> None:
+    assert {prefix.split(".")[0] for _, prefixes in LAYERS for prefix in prefixes} == set(
+        PACKAGES)
 
 
 def test_no_module_imports_across_a_forbidden_layer_boundary() -> None:
@@ -96,10 +142,6 @@ def test_no_module_imports_across_a_forbidden_layer_boundary() -> None:
                 continue
             if any(within(imported, bad) for rule in rules for bad in rule):
                 broken.append(f"{name} imports {imported}")
-            elif within(imported, "reports") and within(name, "harness") and not any(
-                within(name, face) for face in REPORT_FACES
-            ):
-                broken.append(f"{name} imports {imported} (only the faces draw reports)")
     assert not broken, "\n".join(sorted(broken))
 
 
@@ -135,7 +177,15 @@ def import_graph(packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
     names = {name for name, _ in modules(packages)}
     graph: dict[str, set[str]] = {}
     for name, path in modules(packages):
-        graph[name] = {imported for imported in imports(path) if imported in names} - {name}
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named.update(f"{node.module}.{alias.name}"
+                             if f"{node.module}.{alias.name}" in names else node.module
+                             for alias in node.names)
+        graph[name] = (named & names) - {name}
     return graph
 
 
@@ -167,6 +217,17 @@ def test_no_import_cycle_anywhere() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
 
 
+def test_no_import_cycle_between_packages() -> None:
+    """Modules collapsed to their top-level package (harness, reports, ...): no two
+    packages import each other, however indirectly."""
+    packages: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for name, imported_names in import_graph().items():
+        top = name.split(".")[0]
+        packages[top] |= {imported.split(".")[0] for imported in imported_names} - {top}
+    cycle = find_cycle(packages)
+    assert cycle is None, "package cycle: " + " -> ".join(cycle or ())
+
+
 def test_the_cycle_finder_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -195,3 +256,38 @@ def test_the_recording_hooks_import_nothing_of_the_harness() -> None:
                           check=True, cwd=ROOT)
     harness_modules = {m for m in done.stdout.split() if within(m, "harness")}
     assert harness_modules == {"harness", "harness.record"}
+
+
+def loaded_by(*args: str) -> list[str]:
+    """The modules ``python -X importtime <args>`` loads, run from the checkout, as it
+    names them on stderr (what it ran may exit, as ``--version`` does)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and line[12:].strip()[:1].isdigit()]
+
+
+@pytest.mark.parametrize("args", [("-c", "import leak_harness.cli"),
+                                  ("-m", "leak_harness", "--version")])
+def test_a_cli_start_loads_no_command_and_nothing_of_the_worker(args: tuple[str, ...]) -> None:
+    """``leak-harness --version`` (and every start) imports each command only when it
+    runs: no sampler, heap-graph module or recorder, no report, no matplotlib."""
+    loaded = loaded_by(*args)
+    assert "leak_harness.cli" in loaded
+    assert [m for m in loaded if any(within(m, bad) for bad in FACES_NEVER)] == []
+    assert [m for m in loaded if within(m, "leak_harness.cli") and m not in (
+        "leak_harness.cli", "leak_harness.cli.project_config")] == []
+
+
+def test_no_face_loads_the_worker_side_or_the_reports() -> None:
+    """Every command and the pytest plugin, imported together: the parent's side never
+    loads the samplers (the recorder's names come from its leaf), and reports are
+    drawn lazily."""
+    from leak_harness.cli import COMMANDS
+
+    faces = sorted({where.partition(":")[0] for where in COMMANDS.values()})
+    loaded = loaded_by("-c", "; ".join(f"import {face}" for face in
+                                       (*faces, "leak_harness.pytest_plugin")))
+    assert set(faces) <= set(loaded)
+    assert [m for m in loaded if any(within(m, bad) for bad in FACES_NEVER)] == []
