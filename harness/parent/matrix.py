@@ -93,16 +93,6 @@ def plan(scenarios: Sequence[Scenario], select: str | None = None) -> list[Cell]
     return cells
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise UsageError(f"a shard is 'I/N' such as 1/4, got {text!r}.") from None
-    if not 1 <= index <= count:
-        raise UsageError(f"shard {text!r} is out of range: I must be between 1 and N.")
-    return index, count
-
-
 def cell_duration(cell: Cell, options: CheckOptions) -> float:
     """Seconds of workload: ``--duration``, else the scenario's check (or nightly) length."""
     if options.duration_s is not None:

@@ -37,6 +37,7 @@ from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, conclude
 from harness.parent.supervisor import Ending
 from harness.parent.watchdog import still_running
+from harness.provenance import REPO_ROOT
 from harness.record.env import ENV, SITE_DIR
 from harness.runfiles.fatal import died_from
 from harness.runfiles.names import (
@@ -48,7 +49,6 @@ from harness.runfiles.names import (
 )
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
-from harness.runfiles.samples import REPO_ROOT
 from harness.verdicts import INTERRUPTED
 
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from harness.errors import UsageError
-from harness.parent.matrix import Cell, CheckOptions, cell_duration, parse_shard
+from harness.parent.matrix import Cell, CheckOptions, cell_duration
 
 INJECTED_SHARE = 0.25  # of its duration, an injected cell's expected length without history
 START_S = 5.0  # a worker's start-up and the analysis after: every cell pays it
@@ -30,6 +30,17 @@ CI_SHARD_VARIABLES = (
     ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", True),
     ("JOB_COMPLETION_INDEX", "LEAK_HARNESS_SHARD_COUNT", True),  # a Kubernetes Indexed Job
 )
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` as (index, count), index counted from 1."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"a shard is 'I/N' such as 1/4, got {text!r}.") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"shard {text!r} is out of range: I must be between 1 and N.")
+    return index, count
 
 
 def shard_from_environment(env: Mapping[str, str] | None = None) -> tuple[int, int]:

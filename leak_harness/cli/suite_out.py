@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.history import append_runs, regressions
-from harness.runfiles.samples import short_commit
+from harness.provenance import short_commit
 from harness.suite import CellOutcome, Suite, judge_suite
 
 

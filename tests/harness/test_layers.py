@@ -26,7 +26,7 @@ from tests.harness.conftest import ROOT
 LEAVES = ("harness.worker.sampler_names", "harness.worker.frames", "harness.record.env")
 # The vocabulary at the bottom: stdlib only, so every layer may read it.
 STDLIB_ONLY = ("harness.errors", "harness.verdicts", "harness.units", "harness.budgets",
-               "harness.basis", *LEAVES)
+               "harness.basis", "harness.provenance", *LEAVES)
 # The layers, top to bottom, as the README lists them: a module imports only modules
 # of its own layer or of the layers below it. A module's layer is the one naming the
 # longest prefix of its name (``harness.suite`` is the contract's, ``harness.errors``

@@ -17,12 +17,17 @@ from harness.parent.matrix import (
     CheckOptions,
     clear_previous_run,
     judge_results,
-    parse_shard,
     plan,
     run_matrix,
 )
 from harness.parent.runner import RunOutcome
-from harness.parent.shards import deal, expected_seconds, pick_shard, shard_from_environment
+from harness.parent.shards import (
+    deal,
+    expected_seconds,
+    parse_shard,
+    pick_shard,
+    shard_from_environment,
+)
 from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from leak_harness.cli.check_view import LiveView, PlainView
 from tests.harness.fixtures.scenarios import TOGGLE

@@ -152,7 +152,7 @@ def test_the_commit_under_test_is_the_targets_repository_else_the_harness(
 ) -> None:
     import subprocess
 
-    from harness.runfiles.samples import commit_under_test, git_commit
+    from harness.provenance import commit_under_test, git_commit
 
     package = tmp_path / "mycache"
     package.mkdir()
