@@ -75,8 +75,12 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
         from scenarios.sglang import handles
 
         return handles.build(family, {**options, "kv_size": kv_size})
-    raise glue.GlueError(f"SGLang {release.version} (0.5.17 or older, before the handle-based "
-                         f"lifecycle) is not driven by this target yet")
+    if release.key <= (0, 5, 11):
+        from scenarios.sglang import legacy
+
+        return legacy.build(family, {**options, "kv_size": kv_size})
+    raise glue.GlueError(f"SGLang {release.version}: releases between 0.5.11 and the "
+                         f"handle-based lifecycle are not driven by this target yet")
 
 
 make.regressions = ()  # type: ignore[attr-defined]

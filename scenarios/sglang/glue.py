@@ -134,6 +134,9 @@ STAND_INS: dict[str, str] = {
     "llvmlite": "JIT",
     "smg_grpc_proto": "gRPC protos",
 }
+# Attributes of a stand-in that raise as the real module does on a machine without a GPU,
+# for code that probes the device in a try block (fla/utils.py: triton's active driver).
+RAISING = {"triton.runtime.driver.active": "triton has no active GPU driver here (stand-in)"}
 # Modules the cache logic really executes: a stand-in would break it, so when absent
 # they are named as missing (install them: ``python -m scenarios.sglang.install``).
 REAL = ("msgspec", "dill", "numpy", "torch")
@@ -198,7 +201,10 @@ class _Inert:
     def __getattr__(self, attr: str) -> _Inert:
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
-        return _Inert(f"{self.__name}.{attr}")
+        name = f"{self.__name}.{attr}"
+        if name in RAISING:
+            raise RuntimeError(RAISING[name])
+        return _Inert(name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(args) == 1 and not kwargs and callable(args[0]):

@@ -150,6 +150,11 @@ class NodeCensus:
 _CENSUSES: dict[type, list[NodeCensus]] = {}
 
 
+def _supports(cache: Any, name: str) -> bool:
+    method = getattr(cache, name, None)
+    return bool(method()) if callable(method) else False
+
+
 def _locks(node: Any) -> int:
     """A node's device locks: ``lock_ref`` on a ``TreeNode``; on a ``UnifiedTreeNode``
     the largest ``lock_ref`` of its components."""
@@ -185,8 +190,13 @@ class HandleCache:
         self._notes = list(notes)
         self.root_node = getattr(cache, "root_node", None)
         self._rid = 0
-        self._abort = mods.base.CacheRequestOutcome.ABORT
-        self._swa = bool(getattr(cache, "is_swa_enabled", False))
+        outcome = getattr(mods.base, "CacheRequestOutcome", None)  # 0.5.23+
+        self._abort = outcome.ABORT if outcome is not None else None
+        # SGLang Reqs of waiting requests the policy matched: they keep the matched
+        # nodes (last_node, best_match_node) unlocked, as SGLang's waiting queue does.
+        self._waiting: dict[int, Any] = {}
+        self._swa = _supports(cache, "supports_swa")
+        self._mamba = _supports(cache, "supports_mamba")
         if not callable(getattr(cache, "check_prefetch_progress", None)):
             self.check_prefetch_progress = None  # type: ignore[assignment]
 
@@ -236,6 +246,7 @@ class HandleCache:
         sreq.kv.kv_allocated_len = sreq.kv.kv_committed_len = total
         self.cache.maybe_hand_to_session(sreq)
         self._mirror(req, sreq, total)
+        self._waiting.pop(req.rid, None)
         return True
 
     def _mirror(self, req: Req, sreq: Any, length: int) -> None:
@@ -292,6 +303,7 @@ class HandleCache:
 
     def release_aborted_request(self, req: Req) -> None:
         sreq = req.aux.pop(AUX, None)
+        self._waiting.pop(req.rid, None)
         if sreq is None:
             return  # never matched: the cache never saw it
         self.cache.finish(sreq.cache_request_handle, self._abort)
@@ -301,6 +313,7 @@ class HandleCache:
 
     def match_waiting_req(self, req: Req) -> None:
         sreq = self._sgl(req)
+        self._waiting[req.rid] = sreq
         self.mods.common.match_kv_cache(sreq, self.cache)
         if sreq.kv.holds_mamba:
             req.state_slot = sreq.kv.mamba_pool_idx
@@ -340,8 +353,7 @@ class HandleCache:
             self.cache.check_hicache_events()
 
     def _hybrid(self) -> bool:
-        c = self.cache
-        return bool(getattr(c, "is_swa_enabled", False) or getattr(c, "is_mamba_enabled", False))
+        return self._swa or self._mamba
 
     def full_evictable_size(self) -> int:
         """As SGLang's pool-stats observer reads it: ``full_evictable_size()`` on a hybrid
@@ -362,12 +374,12 @@ class HandleCache:
         size = self.kv.size_full if self._swa else self.kv.size
         books = {"full": PoolAccount(int(size), int(self._full_available()),
                                      self.full_evictable_size(), self.full_protected_size())}
-        if getattr(c, "is_swa_enabled", False):
+        if self._swa:
             books["swa"] = PoolAccount(int(self.kv.size_swa),
                                        int(self.kv.swa_available_size()),
                                        int(c.swa_evictable_size()), int(c.swa_protected_size()))
-        if getattr(c, "is_mamba_enabled", False):
-            mamba = self.req_pool.mamba_allocator
+        if self._mamba:
+            mamba = getattr(self.req_pool, "mamba_allocator", None) or self.req_pool.mamba_pool
             books["mamba"] = PoolAccount(int(mamba.size), int(mamba.available_size()),
                                          int(c.mamba_evictable_size()),
                                          int(c.mamba_protected_size()))
@@ -390,10 +402,23 @@ class HandleCache:
             # Locked nodes other than the root (whose lock_ref SGLang keeps at 1).
             out["locked_nodes"] = float(sum(1 for n in nodes[1:] if _locks(n) > 0))
             if self.census is not None:
+                held = self._held_by_waiting()
                 out["detached_alive_nodes"] = float(sum(
                     1 for n in list(self.census.nodes)
-                    if id(n) not in reachable and not _sentinel(n)))
+                    if id(n) not in reachable and id(n) not in held and not _sentinel(n)))
         return out
+
+    def _held_by_waiting(self) -> set[int]:
+        """Nodes a waiting request's match still names (evicted since, unlocked): alive
+        because SGLang's waiting Req holds them, not detached by the cache."""
+        held: set[int] = set()
+        for sreq in self._waiting.values():
+            for attr in ("last_node", "best_match_node", "last_host_node"):
+                node = getattr(sreq, attr, None)
+                while node is not None and id(node) not in held:
+                    held.add(id(node))
+                    node = getattr(node, "parent", None)
+        return held
 
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
         check: Callable[[], Any] | None = getattr(self.cache, "sanity_check", None)

@@ -1,0 +1,303 @@
+"""SGLang's caches with the ``cache_finished_req`` lifecycle (0.5.11; classes of their own).
+
+Before the handle-based API, each family had its own class (``RadixCache``,
+``MambaRadixCache``, ``SWARadixCache``, ``UnifiedRadixCache`` with components) and the
+scheduler drove requests through the cache's own ``cache_unfinished_req`` and
+``sglang.srt.mem_cache.common.release_kv_cache`` (which calls ``cache_finished_req``).
+The calls this adapter makes, all SGLang's own, in its scheduler's order:
+
+- ``alloc_request``: ``Req.init_next_round_input(tree_cache)`` (the admission match;
+  a Mamba cache forks the matched state, ``cow_mamba``), ``tree_cache.inc_lock_ref``
+  (``PrefillAdder._req_inc_lock_ref``, with the SWA lock uuid), ``alloc_req_slots``,
+  ``alloc_token_slots``, ``ReqToTokenPool.write``.
+- ``cache_unfinished_req``: ``tree_cache.cache_unfinished_req(req, chunked=True)``.
+- ``extend_request``: ``ScheduleBatch._evict_swa`` (SWA caches, past the first decode
+  step), ``alloc_token_slots``, ``ReqToTokenPool.write``.
+- ``cache_finished_req``: ``release_kv_cache(req, tree_cache)``;
+  ``is_insert=False`` (abort, failure, retraction): ``release_kv_cache(req, tree_cache,
+  is_insert=False)``, as retraction does.
+- ``release_aborted_request``: ``release_kv_cache(req, tree_cache, is_insert=False)``
+  when the waiting request holds a Mamba slot (the scheduler's queued-abort path).
+- ``match_waiting_req``: the policy's ``_compute_prefix_matches`` match
+  (``match_prefix`` without ``cow_mamba``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from refcache.req import Req
+from scenarios.sglang import glue
+from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus
+
+LEGACY_MODULES = (
+    "sglang.srt.mem_cache.radix_cache",
+    "sglang.srt.mem_cache.cache_init_params",
+    "sglang.srt.mem_cache.allocator",
+    "sglang.srt.mem_cache.memory_pool",
+    "sglang.srt.managers.schedule_batch",
+    "sglang.srt.mem_cache.common",
+    "sglang.srt.mem_cache.base_prefix_cache",
+    "sglang.srt.sampling.sampling_params",
+    "sglang.srt.server_args",
+    "sglang.srt.configs.mamba_utils",
+    "sglang.srt.mem_cache.mamba_radix_cache",
+    "sglang.srt.mem_cache.swa_radix_cache",
+    "sglang.srt.mem_cache.swa_memory_pool",
+    "sglang.srt.mem_cache.unified_radix_cache",
+    "sglang.srt.mem_cache.unified_cache_components.tree_component",
+)
+
+
+class LegacyModules:
+    def __init__(self) -> None:
+        mods = dict(zip(LEGACY_MODULES, glue.import_modules(LEGACY_MODULES), strict=True))
+        self.radix = mods["sglang.srt.mem_cache.radix_cache"]
+        self.init_params = mods["sglang.srt.mem_cache.cache_init_params"]
+        self.allocator = mods["sglang.srt.mem_cache.allocator"]
+        self.memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
+        self.batch = mods["sglang.srt.managers.schedule_batch"]
+        self.common = mods["sglang.srt.mem_cache.common"]
+        self.allocation = self.common  # 0.5.11 keeps the allocation helpers in common
+        self.base = mods["sglang.srt.mem_cache.base_prefix_cache"]
+        self.sampling = mods["sglang.srt.sampling.sampling_params"]
+        self.server_args = mods["sglang.srt.server_args"]
+        self.mamba_utils = mods["sglang.srt.configs.mamba_utils"]
+        self.mamba = mods["sglang.srt.mem_cache.mamba_radix_cache"]
+        self.swa = mods["sglang.srt.mem_cache.swa_radix_cache"]
+        self.swa_pool = mods["sglang.srt.mem_cache.swa_memory_pool"]
+        self.unified = mods["sglang.srt.mem_cache.unified_radix_cache"]
+        self.components = mods["sglang.srt.mem_cache.unified_cache_components.tree_component"]
+
+
+_PUBLISHED = False
+
+
+def publish_server_args(mods: LegacyModules) -> None:
+    """``release_kv_cache`` and the Mamba cache read ``get_global_server_args()`` at call
+    time (page size, speculative algorithm, ``mamba_cache_chunk_size``): set defaults
+    once, as the scheduler process does (``set_global_server_args_for_scheduler``)."""
+    global _PUBLISHED
+    if _PUBLISHED:
+        return
+    args = defaults_only(mods.server_args.ServerArgs)
+    args.model_path, args.device, args.page_size = "leak-harness-no-model", "cpu", 1
+    mods.server_args.set_global_server_args_for_scheduler(args)
+    _PUBLISHED = True
+
+
+def defaults_only(cls: type) -> Any:
+    """A ``ServerArgs`` holding its fields' defaults, without ``__post_init__``: on these
+    releases that resolves the model's config from a hub and probes for an accelerator,
+    none of which the cache code reads."""
+    args: Any = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            setattr(args, f.name, f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            setattr(args, f.name, f.default_factory())
+        else:
+            setattr(args, f.name, None)
+    return args
+
+
+class LegacyCache(HandleCache):
+    """A pre-handle SGLang cache behind the harness's protocol (see the module doc)."""
+
+    def _sgl(self, req: Req) -> Any:
+        sreq = req.aux.get(AUX)
+        if sreq is None:
+            sampling = self.mods.sampling.SamplingParams(max_new_tokens=NO_LIMIT)
+            sreq = self.mods.batch.Req(f"h{req.rid}", "", list(req.token_ids), sampling)
+            req.aux[AUX] = sreq
+        return sreq
+
+    def _lock(self, sreq: Any) -> None:
+        result = self.cache.inc_lock_ref(sreq.last_node)
+        if self._swa:
+            sreq.swa_uuid_for_lock = result.swa_uuid_for_lock
+
+    def _unlock(self, sreq: Any) -> None:
+        if self._swa:
+            params = self.mods.base.DecLockRefParams(swa_uuid_for_lock=sreq.swa_uuid_for_lock)
+            self.cache.dec_lock_ref(sreq.last_node, params)
+        else:
+            self.cache.dec_lock_ref(sreq.last_node)
+
+    def alloc_request(self, req: Req) -> bool:
+        sreq = self._sgl(req)
+        m = self.mods
+        sreq.init_next_round_input(self.cache)
+        total = len(sreq.fill_ids)
+        prefix = len(sreq.prefix_indices)
+        self._lock(sreq)
+        need = total - prefix
+        rows = None
+        if self.req_pool.available_size() >= 1 and self._room(need):
+            try:
+                rows = m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
+            except RuntimeError:  # SGLang's own refusal (no Mamba slot even after eviction)
+                rows = None
+        if rows is None:
+            self._unlock(sreq)
+            if getattr(sreq, "mamba_pool_idx", None) is not None:
+                m.common.release_kv_cache(sreq, self.cache, is_insert=False)
+            del req.aux[AUX]
+            return False
+        slots = m.allocation.alloc_token_slots(self.cache, need)
+        idx = sreq.req_pool_idx
+        if prefix:
+            self.req_pool.write((idx, slice(0, prefix)), sreq.prefix_indices)
+        self.req_pool.write((idx, slice(prefix, total)), slots)
+        sreq.kv_committed_len = sreq.kv_allocated_len = total
+        self._mirror(req, sreq, total)
+        self._waiting.pop(req.rid, None)
+        return True
+
+    def _mirror(self, req: Req, sreq: Any, length: int) -> None:
+        req.kv_indices = self._row_of(sreq, length)
+        req.prefix_len = int(sreq.cache_protected_len)
+        req.last_node = sreq.last_node
+
+    def _row_of(self, sreq: Any, length: int) -> torch.Tensor:
+        row: torch.Tensor = self.req_pool.req_to_token[sreq.req_pool_idx, :length]
+        return row.to(torch.int64)
+
+    def cache_unfinished_req(self, req: Req) -> None:
+        sreq = req.aux[AUX]
+        sreq.fill_ids = sreq.origin_input_ids + sreq.output_ids
+        self.cache.cache_unfinished_req(sreq, chunked=True)
+        self._mirror(req, sreq, sreq.kv_committed_len)
+
+    def extend_request(self, req: Req, tokens: list[int],
+                       slots: torch.Tensor | None = None) -> bool:
+        sreq = req.aux[AUX]
+        n = len(tokens)
+        if self._swa and sreq.output_ids:
+            # ScheduleBatch.maybe_evict_swa in decode: SGLang's own _evict_swa on a batch
+            # that holds only what it reads (the cache, its pools).
+            batch = types.SimpleNamespace(tree_cache=self.cache, req_to_token_pool=self.req_pool,
+                                          token_to_kv_pool_allocator=self.kv)
+            self.mods.batch.ScheduleBatch._evict_swa(batch, sreq, sreq.seqlen - 1)
+        if slots is None:
+            if not self._room(n):
+                return False
+            slots = self.mods.allocation.alloc_token_slots(self.cache, n)
+        start = sreq.kv_committed_len
+        self.req_pool.write((sreq.req_pool_idx, slice(start, start + n)), slots)
+        sreq.output_ids.extend(tokens)
+        sreq.kv_committed_len = sreq.kv_allocated_len = start + n
+        req.token_ids.extend(tokens)
+        req.kv_indices = torch.cat((req.kv_indices, slots.to(torch.int64)))
+        return True
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        sreq = req.aux.pop(AUX)
+        batch = self.mods.batch
+        sreq.finished_reason = (batch.FINISH_LENGTH(length=len(sreq.output_ids)) if is_insert
+                                else batch.FINISH_ABORT())
+        self.mods.common.release_kv_cache(sreq, self.cache, is_insert=is_insert)
+        req.last_node = None
+
+    def release_aborted_request(self, req: Req) -> None:
+        sreq = req.aux.pop(AUX, None)
+        self._waiting.pop(req.rid, None)
+        if sreq is not None and getattr(sreq, "mamba_pool_idx", None) is not None:
+            self.mods.common.release_kv_cache(sreq, self.cache, is_insert=False)
+        req.state_slot = None
+
+    def match_waiting_req(self, req: Req) -> None:
+        sreq = self._sgl(req)
+        self._waiting[req.rid] = sreq
+        result = self.cache.match_prefix(self.mods.base.MatchPrefixParams(
+            key=self.mods.radix.RadixKey(list(sreq.origin_input_ids), sreq.extra_key)))
+        sreq.prefix_indices, sreq.last_node = result.device_indices, result.last_device_node
+        if getattr(sreq, "mamba_pool_idx", None) is not None:
+            req.state_slot = sreq.mamba_pool_idx
+
+    def match_prefix(self, key: Any) -> Any:
+        params = self.mods.base.MatchPrefixParams(
+            key=self.mods.radix.RadixKey(list(key.token_ids), key.extra_key))
+        return self.cache.match_prefix(params)
+
+    def insert(self, key: Any, value: Any, extra: dict[str, Any] | None = None) -> int:
+        params = self.mods.base.InsertParams(
+            key=self.mods.radix.RadixKey(list(key.token_ids), key.extra_key), value=value)
+        return int(self.cache.insert(params).prefix_len)
+
+    def inc_lock_ref(self, node: Any) -> None:
+        self.cache.inc_lock_ref(node)
+
+    def dec_lock_ref(self, node: Any) -> None:
+        self.cache.dec_lock_ref(node)
+
+
+# -------------------------------------------------------------------- building
+def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
+    mods = LegacyModules()
+    publish_server_args(mods)
+    kv_size = int(options.get("kv_size", 8192))
+    rows = int(options.get("req_rows", 64))
+    context = int(options.get("max_context", 16384))
+    if int(options.get("page_size", 1)) != 1:
+        raise glue.GlueError("the SGLang target drives page_size 1 only")
+    census = NodeCensus()
+    mamba = family in ("mamba", "unified")
+    swa = family in ("swa", "unified") and options.get("swa_size") is not None
+    if mamba:
+        req_pool = _mamba_req_pool(mods, rows, context, int(options.get("mamba_size", 48)))
+    else:
+        req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
+    window = int(options.get("sliding_window", 64)) if swa else None
+    if swa:
+        kvcache = mods.swa_pool.SWAKVPool(
+            size=kv_size, size_swa=int(options["swa_size"]), page_size=1, dtype=torch.float16,
+            head_num=1, head_dim=4, swa_attention_layer_ids=[0], full_attention_layer_ids=[1],
+            enable_kvcache_transpose=False, device="cpu")
+        allocator_cls = getattr(mods.allocator, "SWATokenToKVPoolAllocator", None) or \
+            mods.swa_pool.SWATokenToKVPoolAllocator  # 0.5.11 keeps it beside the pool
+        kv = allocator_cls(
+            kv_size, int(options["swa_size"]), 1, torch.float16, "cpu", kvcache, False)
+    else:
+        kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+    ct = mods.components.ComponentType
+    components: tuple[Any, ...] | None = None
+    if family == "unified-full":
+        components = (ct.FULL,)
+    elif family == "unified":
+        components = (ct.FULL, ct.MAMBA, *((ct.SWA,) if swa else ()))
+    params = mods.init_params.CacheInitParams(
+        disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
+        sliding_window_size=window, tree_components=components)
+    if components is not None:
+        census.watch(mods.unified.UnifiedTreeNode)
+        cache = mods.unified.UnifiedRadixCache(params)
+        kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}]"
+    elif mamba:
+        census.watch(mods.mamba.TreeNode)
+        cache, kind = mods.mamba.MambaRadixCache(params), "MambaRadixCache"
+    elif swa:
+        census.watch(mods.swa.TreeNode)
+        cache, kind = mods.swa.SWARadixCache(params), "SWARadixCache"
+    else:
+        census.watch(mods.radix.TreeNode)
+        cache, kind = mods.radix.RadixCache(params), "RadixCache"
+    return LegacyCache(mods, cache, req_pool, family, kind, census)  # type: ignore[arg-type]
+
+
+def _mamba_req_pool(mods: LegacyModules, rows: int, context: int, mamba_size: int) -> Any:
+    """``HybridReqToTokenPool`` with one small Mamba2 layer (see handles._mamba_req_pool)."""
+    mu = mods.mamba_utils
+    shape = mu.Mamba2StateShape.create(
+        tp_world_size=1, intermediate_size=16, n_groups=1, num_heads=2, head_dim=8,
+        state_size=8, conv_kernel=4)
+    params = mu.Mamba2CacheParams(shape=shape, layers=[0])
+    return mods.memory_pool.HybridReqToTokenPool(
+        size=rows, mamba_size=mamba_size, mamba_spec_state_size=0, max_context_len=context,
+        device="cpu", enable_memory_saver=False, cache_params=params, mamba_layer_ids=[0],
+        enable_mamba_extra_buffer=False, enable_overlap_schedule=False)
