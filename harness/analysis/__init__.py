@@ -17,5 +17,4 @@ units and the slopes' names are the contract's (:mod:`harness.budgets`,
 - :mod:`~harness.analysis.verdict`: named rules, ``combine``, time to detect
 - :mod:`~harness.analysis.metrics`, :mod:`~harness.analysis.runview`: metric names, prefixes
 - :mod:`~harness.analysis.summary`: ``summarize(run, budgets) -> Analysis``
-- :mod:`~harness.analysis.upgrade`: older summaries brought up to date in memory
 """

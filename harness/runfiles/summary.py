@@ -33,7 +33,6 @@ from typing import TypeVar
 
 from harness.errors import UsageError
 from harness.runfiles.names import SUMMARY_FILE
-from harness.runfiles.rundata import RunData
 from harness.runfiles.summary_records import (
     JSON,
     BudgetJudgement,
@@ -205,10 +204,6 @@ class Summary:
     def cycle_paths(self) -> list[str]:
         """The reference cycles, as ``A.x -> B.y -> (back)``."""
         return [c.path for c in self.cycles()]
-
-
-# Transitional, removed with harness.analysis.upgrade.
-Upgrade = Callable[[Summary, RunData | None], Summary]
 
 
 def write_summary(rundir: Path, summary: Summary) -> Path:

@@ -13,25 +13,44 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
-from pathlib import Path
 from types import TracebackType
 
 from harness.parent.matrix import Cell, CellResult
 from harness.parent.supervisor import Snapshot
-from harness.runfiles.reader import open_run
+from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
+from harness.runfiles.reader import LoadedRun, open_samples
+from harness.suite import Suite
 from leak_harness.cli.base import write_report
 from leak_harness.cli.check_view import PlainView
 
 LOWEST_PRIORITY = 19
+MIN_PARALLEL_REPORTS = 6  # fewer are drawn in this process: starting workers costs ~2 s
 
 
-def draw(rundir: Path) -> bool:
+def draw(loaded: LoadedRun) -> bool:
     """Write one run's report; False when it could not (the suite retries it)."""
     try:
-        write_report(open_run(rundir))
+        write_report(loaded)
     except Exception:
         return False
     return True
+
+
+def draw_missing_reports(suite: Suite) -> None:
+    """Each missing run report of a judged cell, so every cell of the index links
+    somewhere: from the summary the suite already read, on every core (the cells are
+    done, the machine is free; 30 cells took 85 s one after another)."""
+    missing = [LoadedRun(cell.rundir, cell.summary, *open_samples(cell.rundir / SAMPLES_FILE))
+               for cell in suite.cells
+               if cell.summary is not None and not (cell.rundir / REPORT_FILE).exists()]
+    workers = min(len(missing), os.cpu_count() or 1)
+    if workers <= 1 or len(missing) < MIN_PARALLEL_REPORTS:
+        for loaded in missing:
+            draw(loaded)
+        return
+    # spawn, not fork: the parent may still hold threads (the matrix's pool, a live view)
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        list(pool.map(draw, missing))
 
 
 class ReportDrawer:
@@ -64,7 +83,7 @@ class ReportDrawer:
     def landed(self, result: CellResult) -> None:
         self.view.landed(result)
         if self._pool is not None:
-            self.pending.append(self._pool.submit(draw, result.outcome.rundir))
+            self.pending.append(self._pool.submit(draw, result.outcome.loaded))
 
     def waiting(self) -> int:
         """Reports still being drawn."""

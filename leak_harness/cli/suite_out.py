@@ -35,7 +35,7 @@ def publish_suite(
     test: ``target``'s repository, else the harness's), write its report, print it and
     return its exit code: 0 when every cell is right and nothing is flagged, 3 when only
     cells the harness could not judge are wrong, else 1."""
-    from harness.analysis.upgrade import upgrade
+    from leak_harness.cli.report_drawer import draw_missing_reports
     from reports.history import flag_sentence, write_trend_plots
     from reports.suite import write_suite_report
     from reports.suite.outputs import TRENDS_DIR
@@ -54,7 +54,8 @@ def publish_suite(
             notes.append(f"history: {added.added} rows added to {history}; {len(plots)} "
                          f"trend plots in {out / TRENDS_DIR}")
             notes += [f"REGRESSION: {flag_sentence(flag)}" for flag in flagged]
-    written = write_suite_report(suite, out, not_applicable=not_applicable, upgrade=upgrade,
+    draw_missing_reports(suite)
+    written = write_suite_report(suite, out, not_applicable=not_applicable,
                                  flagged=[flag_sentence(flag) for flag in flagged])
     step_summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary:

@@ -23,8 +23,8 @@ PROGRAMS = "tests/record/programs.py"
 
 def record(out: Path, *args: str, timeout: float = 180, cwd: Path = ROOT,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "leak_harness", "record", "--out", str(out), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+    command = [sys.executable, "-m", "leak_harness", "record", "--out", str(out), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=None if env is None else {**os.environ, **env})
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from harness.runfiles.names import REPORT_FILE
 from harness.suite import Suite, build_cells, judge_suite
+from leak_harness.cli.report_drawer import draw_missing_reports
 from reports.suite.model import SuitePaths, cell_signal
 from reports.suite.report import write_suite_report
 from tests.reports.synth import GOLDEN, MB, write_run, write_summary_only
@@ -23,8 +24,9 @@ def written(rundirs: list[Path], out: Path, write_missing_reports: bool = True,
             not_applicable: Sequence[str] = ()) -> tuple[Suite, SuitePaths]:
     """The suite judged from ``rundirs``, and the report written of it."""
     suite = judge_suite(rundirs)
-    return suite, write_suite_report(suite, out, write_missing_reports=write_missing_reports,
-                                     not_applicable=not_applicable)
+    if write_missing_reports:  # as the face does before it writes the suite report
+        draw_missing_reports(suite)
+    return suite, write_suite_report(suite, out, not_applicable=not_applicable)
 
 
 def shards(tmp_path: Path) -> list[Path]:
