@@ -186,4 +186,4 @@ def write_index(out: Path, processes: list[Recorded], verdict: str, stopped: Sto
         "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     (out / RECORD_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    write_record_index(out, summary)
+    write_record_index(summary, out)

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from reports.render.downsample import envelope
 from reports.render.figure import COLOURS, TimeScale, corner_text, count_axis, new_figure, save
-from reports.run.facts import describe_growth
-from reports.run.plotdata import cumulative_collected
-from reports.run.plots import span_of
+from reports.render.growth import describe_growth
+from reports.render.series import cumulative_collected, span_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -21,9 +21,9 @@ from harness.runfiles.summary import Summary
 from reports.compare.model import Side
 from reports.compare.plot import draw_comparison, key_gauges
 from reports.render.fitline import stored_fit
+from reports.render.growth import describe_growth
 from reports.render.html import badge, esc, image, page, paragraph, section, table
 from reports.render.numbers import sig
-from reports.run.facts import describe_growth
 
 PNG, HTML, TEXT = "compare.png", "compare.html", "compare.txt"
 

@@ -15,7 +15,7 @@ from harness.runfiles.names import RECORD_INDEX, REPORT_FILE, RSS_PLOT
 from reports.render.html import badge, bullet_list, esc, image, link, page, paragraph, section
 
 
-def write_record_index(out: Path, summary: Mapping[str, Any]) -> Path:
+def write_record_index(summary: Mapping[str, Any], out: Path) -> Path:
     stopped = summary["stopped"]
     parts = [
         f"<h1>recording {badge(str(summary['verdict']))}</h1>",

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from reports.render.downsample import envelope
 from reports.render.figure import COLOURS, TimeScale, new_figure, save, shade_warmup, suptitle
 from reports.render.numbers import format_growth
+from reports.render.series import span_of
 from reports.run.model import RunModel
-from reports.run.plots import PLAIN, STATUS_COLOURS, span_of, status_colour
+from reports.run.plots import PLAIN, STATUS_COLOURS, status_colour
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -26,11 +26,11 @@ from reports.render.figure import (
     save,
     shade_warmup,
 )
+from reports.render.judged import JudgedBudget, convicting
 from reports.render.numbers import display_unit, format_growth
-from reports.run.judged import JudgedBudget, convicting
+from reports.render.series import cumulative_collected, span_of
 from reports.run.model import RunModel
-from reports.run.plotdata import cumulative_collected
-from reports.run.plots import STATUS_COLOURS, draw_fit, mark_events, span_of
+from reports.run.plots import STATUS_COLOURS, draw_fit, mark_events
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -26,8 +26,8 @@ from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
 from harness.runfiles.summary_records import Metric
 from reports.render.fitline import FitLine, stored_fit
+from reports.render.judged import JudgedBudget, judged_budgets
 from reports.render.numbers import value_cells
-from reports.run.judged import JudgedBudget, judged_budgets
 
 ENV_KEYS = ("started_utc", "host", "python", "implementation", "platform", "torch", "cpu_count",
             "git_commit")

@@ -26,8 +26,8 @@ from reports.render.html import (
     status,
     table,
 )
+from reports.render.judged import convicting, failing_first
 from reports.render.numbers import format_seconds, sig
-from reports.run.judged import convicting, failing_first
 from reports.run.model import MetricRow, RunModel
 
 # Metrics about the process as a whole, shown even without a budget.

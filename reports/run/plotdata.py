@@ -106,21 +106,3 @@ def _merge(stack: GarbageStack, max_bars: int = MAX_BARS) -> GarbageStack:
     sizes = (last - starts + 1).astype(np.float64)
     counts = np.add.reduceat(stack.counts, starts, axis=1) / sizes
     return GarbageStack(stack.t[last], stack.types, counts, group)
-
-
-def cumulative_collected(
-    gc_events: Sequence[Mapping[str, Any]], garbage_windows: Sequence[Mapping[str, Any]]
-) -> tuple[FloatArray, FloatArray]:
-    """Times (s) and running total of objects the cyclic collector freed.
-
-    The gc sampler skips the collections the garbage windows force, so their
-    counts are added at the windows' times, as the analysis does.
-    """
-    records = [(float(e["t"]), float(e.get("collected", 0))) for e in gc_events]
-    records += [(float(w["t"]), float(w.get("count", 0))) for w in garbage_windows]
-    if not records:
-        return np.zeros(0), np.zeros(0)
-    records.sort(key=lambda r: r[0])
-    t = np.asarray([r[0] for r in records], dtype=np.float64)
-    total: FloatArray = np.cumsum([r[1] for r in records], dtype=np.float64)
-    return t, total

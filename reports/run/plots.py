@@ -25,6 +25,7 @@ from reports.render.figure import (
     shade_warmup,
 )
 from reports.render.numbers import display_unit, format_growth, sig
+from reports.render.series import span_of
 from reports.run.model import RunModel
 from reports.run.plotdata import OTHER, garbage_stack, gc_totals
 
@@ -43,16 +44,6 @@ MARKED_EVENTS = {
 STATUS_COLOURS = {"pass": "#1a7f37", "suspicious": "#9a6700", "leak": "#cf222e", "error": "#57606a"}
 PLAIN = "#24292f"
 OTHER_COLOUR = "#c0c4c8"
-
-
-def span_of(run: RunData) -> tuple[float, float]:
-    """First and last sample time (s) over the series and gc lines a run has."""
-    times = [s.t for s in (run.rss, run.uss, *run.gauges.values()) if len(s)]
-    firsts = [float(t.min()) for t in times] + [float(e["t"]) for e in run.gc_events[:1]]
-    lasts = [float(t.max()) for t in times] + [float(e["t"]) for e in run.gc_events[-1:]]
-    if not firsts:
-        return 0.0, 0.0
-    return min(firsts), max(lasts)
 
 
 def rss_plot(model: RunModel, path: Path) -> Path | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.suite import CellOutcome
-from reports.run.judged import convicting_signal
+from reports.render.judged import convicting_signal
 
 
 @dataclass(frozen=True)
