@@ -75,7 +75,7 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
         from scenarios.sglang import handles
 
         return handles.build(family, {**options, "kv_size": kv_size})
-    if release.key <= (0, 5, 11):
+    if release.key <= (0, 5, 17):
         from scenarios.sglang import legacy
 
         return legacy.build(family, {**options, "kv_size": kv_size})

@@ -25,7 +25,9 @@ The calls this adapter makes, all SGLang's own, in its scheduler's order:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,44 +37,51 @@ from refcache.req import Req
 from scenarios.sglang import glue
 from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus
 
-LEGACY_MODULES = (
-    "sglang.srt.mem_cache.radix_cache",
-    "sglang.srt.mem_cache.cache_init_params",
-    "sglang.srt.mem_cache.allocator",
-    "sglang.srt.mem_cache.memory_pool",
-    "sglang.srt.managers.schedule_batch",
-    "sglang.srt.mem_cache.common",
-    "sglang.srt.mem_cache.base_prefix_cache",
-    "sglang.srt.sampling.sampling_params",
-    "sglang.srt.server_args",
-    "sglang.srt.configs.mamba_utils",
-    "sglang.srt.mem_cache.mamba_radix_cache",
-    "sglang.srt.mem_cache.swa_radix_cache",
-    "sglang.srt.mem_cache.swa_memory_pool",
-    "sglang.srt.mem_cache.unified_radix_cache",
-    "sglang.srt.mem_cache.unified_cache_components.tree_component",
-)
+# Attribute -> the module holding it, first match wins (0.5.11, then 0.5.17 layouts).
+LEGACY_MODULES: dict[str, tuple[str, ...]] = {
+    "radix": ("sglang.srt.mem_cache.radix_cache",),
+    "init_params": ("sglang.srt.mem_cache.cache_init_params",),
+    "allocator": ("sglang.srt.mem_cache.allocator",),
+    "memory_pool": ("sglang.srt.mem_cache.memory_pool",),
+    "batch": ("sglang.srt.managers.schedule_batch",),
+    "common": ("sglang.srt.mem_cache.common",),
+    # 0.5.11 keeps alloc_req_slots/alloc_token_slots in common, 0.5.17 in allocation
+    "allocation": ("sglang.srt.mem_cache.allocation", "sglang.srt.mem_cache.common"),
+    "base": ("sglang.srt.mem_cache.base_prefix_cache",),
+    "sampling": ("sglang.srt.sampling.sampling_params",),
+    "server_args": ("sglang.srt.server_args",),
+    "mamba_utils": ("sglang.srt.configs.mamba_utils",),
+    "mamba": ("sglang.srt.mem_cache.mamba_radix_cache",),
+    "swa": ("sglang.srt.mem_cache.swa_radix_cache",),
+    "swa_pool": ("sglang.srt.mem_cache.swa_memory_pool",),
+    "unified": ("sglang.srt.mem_cache.unified_radix_cache",),
+    "components": ("sglang.srt.mem_cache.unified_cache.component_type",
+                   "sglang.srt.mem_cache.unified_cache_components.tree_component"),
+    "unified_nodes": ("sglang.srt.mem_cache.unified_cache.unified_tree_core",
+                      "sglang.srt.mem_cache.unified_radix_cache"),
+}
 
 
 class LegacyModules:
+    """The SGLang modules the adapter calls, imported once through the glue."""
+
     def __init__(self) -> None:
-        mods = dict(zip(LEGACY_MODULES, glue.import_modules(LEGACY_MODULES), strict=True))
-        self.radix = mods["sglang.srt.mem_cache.radix_cache"]
-        self.init_params = mods["sglang.srt.mem_cache.cache_init_params"]
-        self.allocator = mods["sglang.srt.mem_cache.allocator"]
-        self.memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
-        self.batch = mods["sglang.srt.managers.schedule_batch"]
-        self.common = mods["sglang.srt.mem_cache.common"]
-        self.allocation = self.common  # 0.5.11 keeps the allocation helpers in common
-        self.base = mods["sglang.srt.mem_cache.base_prefix_cache"]
-        self.sampling = mods["sglang.srt.sampling.sampling_params"]
-        self.server_args = mods["sglang.srt.server_args"]
-        self.mamba_utils = mods["sglang.srt.configs.mamba_utils"]
-        self.mamba = mods["sglang.srt.mem_cache.mamba_radix_cache"]
-        self.swa = mods["sglang.srt.mem_cache.swa_radix_cache"]
-        self.swa_pool = mods["sglang.srt.mem_cache.swa_memory_pool"]
-        self.unified = mods["sglang.srt.mem_cache.unified_radix_cache"]
-        self.components = mods["sglang.srt.mem_cache.unified_cache_components.tree_component"]
+        import importlib.util
+
+        glue.load()
+
+        def present(name: str) -> bool:
+            try:
+                return importlib.util.find_spec(name) is not None
+            except ModuleNotFoundError:  # its parent package is not in this release
+                return False
+
+        for attr, candidates in LEGACY_MODULES.items():
+            name = next((n for n in candidates if present(n)), candidates[-1])
+            setattr(self, attr, glue.import_modules([name])[0])
+
+    def __getattr__(self, attr: str) -> Any:  # the modules set above, for mypy
+        raise AttributeError(attr)
 
 
 _PUBLISHED = False
@@ -87,7 +96,13 @@ def publish_server_args(mods: LegacyModules) -> None:
         return
     args = defaults_only(mods.server_args.ServerArgs)
     args.model_path, args.device, args.page_size = "leak-harness-no-model", "cpu", 1
-    mods.server_args.set_global_server_args_for_scheduler(args)
+    args._mamba_cache_chunk_size = 64  # pre-seeded as SGLang's fixtures do (0.5.17)
+    try:
+        context = glue.import_modules(["sglang.srt.runtime_context"])[0]
+    except glue.GlueError:  # 0.5.11: a module-level global only
+        mods.server_args.set_global_server_args_for_scheduler(args)
+    else:  # 0.5.17: the runtime context's bags, installed directly (no resolution)
+        context.get_context().set_server_args(args)
     _PUBLISHED = True
 
 
@@ -109,13 +124,33 @@ def defaults_only(cls: type) -> Any:
 class LegacyCache(HandleCache):
     """A pre-handle SGLang cache behind the harness's protocol (see the module doc)."""
 
+    # 0.5.17's Req keeps its tokens in arrays, its allocation in ``req.kv`` (ReqKvInfo)
+    # and its extend window in ``extend_range``; 0.5.11's in lists and fields of its own.
+    @property
+    def _v17(self) -> bool:
+        return hasattr(self.mods.batch, "ReqKvInfo")
+
     def _sgl(self, req: Req) -> Any:
         sreq = req.aux.get(AUX)
         if sreq is None:
             sampling = self.mods.sampling.SamplingParams(max_new_tokens=NO_LIMIT)
-            sreq = self.mods.batch.Req(f"h{req.rid}", "", list(req.token_ids), sampling)
+            tokens = array("q", req.token_ids) if self._v17 else list(req.token_ids)
+            sreq = self.mods.batch.Req(f"h{req.rid}", "", tokens, sampling)
             req.aux[AUX] = sreq
         return sreq
+
+    def _filled(self, sreq: Any) -> int:
+        return len(sreq.full_untruncated_fill_ids if self._v17 else sreq.fill_ids)
+
+    def _set_lengths(self, sreq: Any, length: int) -> None:
+        """Allocated and committed KV, as alloc_for_extend / decode record them."""
+        sreq.kv_committed_len = length
+        if not self._v17:
+            sreq.kv_allocated_len = length
+        elif sreq.kv is None:
+            sreq.kv = self.mods.batch.ReqKvInfo(kv_allocated_len=length, swa_evicted_seqlen=0)
+        else:
+            sreq.kv.kv_allocated_len = length
 
     def _lock(self, sreq: Any) -> None:
         result = self.cache.inc_lock_ref(sreq.last_node)
@@ -133,8 +168,10 @@ class LegacyCache(HandleCache):
         sreq = self._sgl(req)
         m = self.mods
         sreq.init_next_round_input(self.cache)
-        total = len(sreq.fill_ids)
+        total = self._filled(sreq)
         prefix = len(sreq.prefix_indices)
+        if self._v17:
+            sreq.set_extend_range(prefix, total)  # as PrefillAdder admits it
         self._lock(sreq)
         need = total - prefix
         rows = None
@@ -154,7 +191,7 @@ class LegacyCache(HandleCache):
         if prefix:
             self.req_pool.write((idx, slice(0, prefix)), sreq.prefix_indices)
         self.req_pool.write((idx, slice(prefix, total)), slots)
-        sreq.kv_committed_len = sreq.kv_allocated_len = total
+        self._set_lengths(sreq, total)
         self._mirror(req, sreq, total)
         self._waiting.pop(req.rid, None)
         return True
@@ -170,7 +207,10 @@ class LegacyCache(HandleCache):
 
     def cache_unfinished_req(self, req: Req) -> None:
         sreq = req.aux[AUX]
-        sreq.fill_ids = sreq.origin_input_ids + sreq.output_ids
+        if self._v17:
+            sreq.set_extend_range(sreq.cache_protected_len, sreq.kv_committed_len)
+        else:
+            sreq.fill_ids = sreq.origin_input_ids + sreq.output_ids
         self.cache.cache_unfinished_req(sreq, chunked=True)
         self._mirror(req, sreq, sreq.kv_committed_len)
 
@@ -191,7 +231,7 @@ class LegacyCache(HandleCache):
         start = sreq.kv_committed_len
         self.req_pool.write((sreq.req_pool_idx, slice(start, start + n)), slots)
         sreq.output_ids.extend(tokens)
-        sreq.kv_committed_len = sreq.kv_allocated_len = start + n
+        self._set_lengths(sreq, start + n)
         req.token_ids.extend(tokens)
         req.kv_indices = torch.cat((req.kv_indices, slots.to(torch.int64)))
         return True
@@ -215,7 +255,7 @@ class LegacyCache(HandleCache):
         sreq = self._sgl(req)
         self._waiting[req.rid] = sreq
         result = self.cache.match_prefix(self.mods.base.MatchPrefixParams(
-            key=self.mods.radix.RadixKey(list(sreq.origin_input_ids), sreq.extra_key)))
+            key=self.mods.radix.RadixKey(sreq.origin_input_ids, sreq.extra_key)))
         sreq.prefix_indices, sreq.last_node = result.device_indices, result.last_device_node
         if getattr(sreq, "mamba_pool_idx", None) is not None:
             req.state_slot = sreq.mamba_pool_idx
@@ -229,6 +269,10 @@ class LegacyCache(HandleCache):
         params = self.mods.base.InsertParams(
             key=self.mods.radix.RadixKey(list(key.token_ids), key.extra_key), value=value)
         return int(self.cache.insert(params).prefix_len)
+
+    def check_prefetch_progress(self, req: Req) -> bool:
+        """0.5.17's ``check_prefetch_progress(rid)`` (the unified cache's storage tier)."""
+        return bool(self.cache.check_prefetch_progress(self._sgl(req).rid))
 
     def inc_lock_ref(self, node: Any) -> None:
         self.cache.inc_lock_ref(node)
@@ -255,12 +299,17 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
         req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
     window = int(options.get("sliding_window", 64)) if swa else None
     if swa:
+        extra = ({"enable_kvcache_transpose": False}  # 0.5.11 requires it, 0.5.17 refuses it
+                 if "enable_kvcache_transpose" in
+                 inspect.signature(mods.swa_pool.SWAKVPool.__init__).parameters else {})
         kvcache = mods.swa_pool.SWAKVPool(
             size=kv_size, size_swa=int(options["swa_size"]), page_size=1, dtype=torch.float16,
             head_num=1, head_dim=4, swa_attention_layer_ids=[0], full_attention_layer_ids=[1],
-            enable_kvcache_transpose=False, device="cpu")
-        allocator_cls = getattr(mods.allocator, "SWATokenToKVPoolAllocator", None) or \
-            mods.swa_pool.SWATokenToKVPoolAllocator  # 0.5.11 keeps it beside the pool
+            device="cpu", **extra)
+        # 0.5.11 keeps the allocator beside the pool, 0.5.17 in allocator/swa.py
+        allocator_cls = getattr(mods.swa_pool, "SWATokenToKVPoolAllocator", None) or \
+            glue.import_modules(["sglang.srt.mem_cache.allocator.swa"])[0] \
+            .SWATokenToKVPoolAllocator
         kv = allocator_cls(
             kv_size, int(options["swa_size"]), 1, torch.float16, "cpu", kvcache, False)
     else:
@@ -275,7 +324,7 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
         disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
         sliding_window_size=window, tree_components=components)
     if components is not None:
-        census.watch(mods.unified.UnifiedTreeNode)
+        census.watch(mods.unified_nodes.UnifiedTreeNode)
         cache = mods.unified.UnifiedRadixCache(params)
         kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}]"
     elif mamba:
