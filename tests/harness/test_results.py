@@ -127,7 +127,8 @@ def test_golden_summaries_of_every_version_decode_into_version_4(tmp_path: Path)
         assert fit is not None and fit.basis == "all" and fit.per_h > 0
         assert older.cycle_paths() == ["TreeNode.mamba_prev -> TreeNode.parent -> (back)"]
     assert v2.limits() == () and v2.level_limit("work_list") is None  # version 3 added them
-    assert v2.where_it_grows() == [] and (v2.series_detail("rss") or v3).taken_off is None
+    detail = v2.series_detail("rss")
+    assert v2.where_it_grows() == [] and detail is not None and detail.taken_off is None
     assert v3.level_limit("work_list") == 4.0 and v3.where_it_grows()
     write_summary(tmp_path, v3)  # written again, it is version 4 with the same facts
     assert load_summary(tmp_path) == dataclasses.replace(v3, version=SUMMARY_VERSION)
