@@ -32,6 +32,7 @@ The harness's ``Req`` keeps SGLang's ``Req`` in ``req.aux["sglang"]``; its
 
 from __future__ import annotations
 
+import os
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,6 +62,9 @@ UNIFIED_MODULES = (
     "sglang.srt.mem_cache.unified_cache.component_type",
     "sglang.srt.mem_cache.unified_cache.unified_tree_core",
 )
+# 0.5.23's unified tree core: "python" (default here: its nodes can be counted) or
+# "rust" (SGLang's default). Not SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND: SGLang reads that.
+CORE_ENV_VAR = "LEAK_HARNESS_SGLANG_TREE_CORE"
 NO_LIMIT = 1 << 30  # max_new_tokens: the harness decides when a request ends
 AUX = "sglang"
 
@@ -188,7 +192,10 @@ class HandleCache:
         self.family, self.kind = family, kind
         self.census = census
         self._notes = list(notes)
-        self.root_node = getattr(cache, "root_node", None)
+        try:
+            self.root_node = cache.root_node
+        except (AttributeError, NotImplementedError):  # the Rust tree core has none
+            self.root_node = None
         self._rid = 0
         outcome = getattr(mods.base, "CacheRequestOutcome", None)  # 0.5.23+
         self._abort = outcome.ABORT if outcome is not None else None
@@ -464,14 +471,16 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
                    rows: int, context: int, census: NodeCensus, notes: list[str]
                    ) -> HandleCache:
     ct = mods.components.ComponentType  # type: ignore[union-attr]
-    components = [ct.FULL]
-    if family in ("mamba", "unified"):
-        components.append(ct.MAMBA)
+    components = [ct.FULL]  # in the order the Rust core accepts: FULL, SWA, MAMBA
     if family in ("swa", "unified") and options.get("swa_size") is not None:
         components.append(ct.SWA)
+    if family in ("mamba", "unified"):
+        components.append(ct.MAMBA)
     if family == "unified-full":
         components = [ct.FULL]
-    core = str(options.get("tree_core", "python"))
+    core = str(options.get("tree_core") or os.environ.get(CORE_ENV_VAR) or "python")
+    if core not in ("python", "rust"):
+        raise glue.GlueError(f"{CORE_ENV_VAR}={core!r}: the tree core is 'python' or 'rust'")
     if ct.MAMBA in components:
         req_pool = _mamba_req_pool(mods, rows, context, int(options.get("mamba_size", 48)))
     else:
