@@ -433,7 +433,19 @@ class HandleCache:
             check()
 
     def notes(self) -> list[str]:
-        return list(self._notes)
+        """What this target does not drive on this release, and why (one line each)."""
+        out = list(self._notes)
+        if self._abort is not None:  # the handle-based lifecycle (0.5.23)
+            out.append("retraction: release_kv_cache(checkpoint=False) as release_req makes "
+                       "it; release_req's own evict_from_tree_cache and reset_for_retract "
+                       "are not called (the harness re-admits a new Req)")
+            if self._mamba:
+                out.append("early match: the policy's match_kv_cache forks no Mamba state "
+                           "on this release (cow_mamba is the admission match's), so "
+                           "waiting requests hold no state slots")
+        if self.check_prefetch_progress is None:
+            out.append("check_prefetch_progress: this cache has none (no storage tier)")
+        return out
 
     def close(self) -> None:
         if self.census is not None:
