@@ -1,5 +1,17 @@
 """SGLang's own prefix caches as a ``--target``: ``--target scenarios.sglang:make``.
 
+Usage (a release beside the harness, the virtualenv's torch untouched)::
+
+    .venv/bin/python -m scenarios.sglang.install 0.5.23      # .sglang/0.5.23/site, ~35 s
+    export LEAK_HARNESS_SGLANG=0.5.23                         # or a folder; one installed: found
+    .venv/bin/python -m scenarios.sglang                      # which class each scenario runs on
+    .venv/bin/leak-harness run mamba-lru --target scenarios.sglang:make --duration 20s
+
+In an SGLang environment (``sglang`` importable) the installed release is used as is.
+Releases: 0.5.23 (handle-based lifecycle, ``handles.py``), 0.5.11 and 0.5.17
+(``cache_finished_req`` lifecycle, ``legacy.py``); ``LEAK_HARNESS_SGLANG_TREE_CORE=rust``
+runs 0.5.23's unified cache on its Rust tree core.
+
 The factory builds the installed SGLang release's cache class for the scenario's
 family, on SGLang's own pools and allocators over CPU tensors, and drives it
 through SGLang's own request lifecycle (``scenarios/sglang/handles.py`` for 0.5.23's
