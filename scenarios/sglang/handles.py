@@ -435,6 +435,9 @@ class HandleCache:
     def notes(self) -> list[str]:
         """What this target does not drive on this release, and why (one line each)."""
         out = list(self._notes)
+        out.append("lock sites: SGLang locks and unlocks inside its own calls, not through "
+                   "this adapter's inc_lock_ref, so a lock leak's report names no call "
+                   "site; locked_while_idle and locked_nodes still count the locks")
         if self._abort is not None:  # the handle-based lifecycle (0.5.23)
             out.append("retraction: release_kv_cache(checkpoint=False) as release_req makes "
                        "it; release_req's own evict_from_tree_cache and reset_for_retract "
