@@ -9,6 +9,11 @@ TORCH_PIP_ARGS ?=
 TEST_JOBS ?= 2
 # extra options for leak-check's `leak-harness check`, last so they win: CHECK_ARGS='-k "mamba*"'
 CHECK_ARGS ?=
+# the cache the scenarios run on: empty for the reference caches, sglang for the installed
+# SGLang release's own (docs/sglang.md), or a factory module:callable
+TARGET ?=
+# a target's runs get their own folder and history: its trends are not the reference's
+TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
@@ -36,8 +41,10 @@ docs-check: install ## run every shell command the README and docs show, from a 
 
 leak-check: install ## detection matrix at short durations (minutes): fails on any wrong cell
 	@# Two cells at once on two cores: the load the healthy growth was calibrated under.
-	$(VENV)/bin/leak-harness check -j 2 --out $(RESULTS)/check --history $(RESULTS)/history.sqlite $(CHECK_ARGS)
-	@echo "reports: $(RESULTS)/check/index.html (one report.html per run folder)"
+	$(VENV)/bin/leak-harness check -j 2 --out $(RESULTS)/check$(TARGET_SUFFIX) \
+		$(if $(TARGET),--target $(TARGET)) --history $(RESULTS)/history$(TARGET_SUFFIX).sqlite \
+		$(CHECK_ARGS)
+	@echo "reports: $(RESULTS)/check$(TARGET_SUFFIX)/index.html (one report.html per run folder)"
 
 nightly: install ## every scenario for NIGHTLY_DURATION (30m) each; SHARD=I/N runs one slice
 	$(VENV)/bin/leak-harness check --nightly --duration $(NIGHTLY_DURATION) \

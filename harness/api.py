@@ -18,6 +18,11 @@ from typing import Any, Protocol
 
 Gauge = Callable[[], float]
 
+# Targets the harness ships, by name: ``--target sglang`` runs a scenario on the
+# installed SGLang release's own caches (``scenarios/sglang``). Named by string:
+# nothing here imports them.
+BUILTIN_TARGETS: dict[str, str] = {"sglang": "scenarios.sglang:make"}
+
 
 class Workload(Protocol):
     """A running workload, driven by the worker's main loop."""
@@ -81,8 +86,9 @@ class TargetRejected(Exception):
 
 
 def load_callable(spec: str) -> Callable[..., Any]:
-    """Import ``"package.module:attr"`` and return the attribute."""
-    module_name, sep, attr = spec.partition(":")
+    """Import ``"package.module:attr"`` (or a built-in target's name) and return the
+    attribute."""
+    module_name, sep, attr = BUILTIN_TARGETS.get(spec, spec).partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"expected 'module:callable', got {spec!r}")
     obj = getattr(importlib.import_module(module_name), attr)

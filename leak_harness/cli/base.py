@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from harness.api import BUILTIN_TARGETS
 from harness.errors import UsageError
 from harness.runfiles.reader import LoadedRun
 
@@ -80,8 +81,9 @@ class Command(Protocol):
 
 def check_target_spec(target: str | None) -> None:
     """The form of ``--target`` (whether it imports, the worker says before it runs)."""
-    if target is not None and not _TARGET.match(target):
-        raise UsageError(f"--target {target!r} is not 'module:callable'.")
+    if target is not None and target not in BUILTIN_TARGETS and not _TARGET.match(target):
+        raise UsageError(f"--target {target!r} is not 'module:callable' nor a built-in target "
+                         f"({', '.join(BUILTIN_TARGETS)}).")
 
 
 def default_rundir(name: str) -> Path:

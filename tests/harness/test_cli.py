@@ -303,3 +303,15 @@ def test_the_projects_table_gives_defaults_and_the_command_line_wins(
                                              encoding="utf-8")
     assert main(["list"]) == 2
     assert "jobs must be an integer, not '2'" in capsys.readouterr().err
+
+
+def test_a_built_in_target_is_named_by_its_name() -> None:
+    """``--target sglang`` is the shipped SGLang target; other names must be module:callable."""
+    from harness.api import BUILTIN_TARGETS, load_callable
+    from leak_harness.cli.base import check_target_spec
+
+    check_target_spec("sglang")
+    factory = load_callable("sglang")  # importing the target needs no SGLang release
+    assert f"{factory.__module__}:{factory.__name__}" == BUILTIN_TARGETS["sglang"]
+    with pytest.raises(UsageError, match="nor a built-in target \\(sglang\\)"):
+        check_target_spec("sglangx")
