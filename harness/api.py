@@ -77,6 +77,9 @@ class Scenario:
     # (harness.configure) or longer: a long run resolves far smaller growth, and holds
     # the scenario to a tighter promise where its healthy growth was measured that long.
     long_budgets: tuple[str, ...] = ()
+    # What ``build`` offers the cache factory (sizes, shapes: the cache family), so a
+    # ``--target`` can say which scenarios it cannot run before any worker starts.
+    cache_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class TargetRejected(Exception):

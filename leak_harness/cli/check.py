@@ -131,7 +131,9 @@ def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell],
 
     A user's cache cannot take the reference cache's injected regressions unless
     its factory says which it implements (a ``regressions`` attribute), so the
-    other injected cells are not run: they are n/a, never counted either way.
+    other injected cells are not run: they are n/a, never counted either way. A
+    factory with a ``declines`` attribute (the scenario's cache options -> why it
+    cannot run them, or None) makes the scenarios it declines n/a the same way.
     """
     if target is None:
         return cells, []
@@ -141,8 +143,16 @@ def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell],
         raise UsageError(f"the target {target!r} cannot be loaded ({type(exc).__name__}: "
                          f"{exc}).") from None
     takes = set(getattr(factory, "regressions", ()))
-    runnable = [c for c in cells if c.inject is None or c.inject in takes]
-    skipped = [f"{c.label}: n/a (the target declares no regression {c.inject!r}; a factory lists "
-               "those it implements in a 'regressions' attribute)"
-               for c in cells if c not in runnable]
+    declines = getattr(factory, "declines", None)
+    runnable, skipped = [], []
+    for cell in cells:
+        why = declines(cell.scenario.cache_options) if callable(declines) else None
+        if why:
+            skipped.append(f"{cell.label}: n/a (the target does not run this scenario: {why})")
+        elif cell.inject is not None and cell.inject not in takes:
+            skipped.append(f"{cell.label}: n/a (the target declares no regression "
+                           f"{cell.inject!r}; a factory lists those it implements in a "
+                           "'regressions' attribute)")
+        else:
+            runnable.append(cell)
     return runnable, skipped

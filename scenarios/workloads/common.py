@@ -200,6 +200,7 @@ def cache_scenario(
         regressions=regressions,
         budgets=budgets,
         long_budgets=long_budgets,
+        cache_options=dict(cache_options),
         **timing,
     )
 

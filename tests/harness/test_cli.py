@@ -315,3 +315,27 @@ def test_a_built_in_target_is_named_by_its_name() -> None:
     assert f"{factory.__module__}:{factory.__name__}" == BUILTIN_TARGETS["sglang"]
     with pytest.raises(UsageError, match="nor a built-in target \\(sglang\\)"):
         check_target_spec("sglangx")
+
+
+def test_a_target_that_declines_a_scenario_makes_its_cells_not_applicable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A factory's ``declines`` sees each scenario's cache options before any worker starts."""
+    from harness.parent.matrix import plan
+    from harness.registry import load_scenario
+    from leak_harness.cli.check import applicable_cells
+
+    (tmp_path / "nomamba.py").write_text(
+        "def make(inject=(), **options):\n    raise AssertionError('never built here')\n"
+        "def declines(options):\n"
+        "    return 'no Mamba state pool' if 'mamba_size' in options else None\n"
+        "make.declines = declines\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cells = plan([load_scenario("scenarios.mamba_lru:SCENARIO"),
+                  load_scenario("scenarios.radix_steady:SCENARIO")])
+    runnable, skipped = applicable_cells(cells, "nomamba:make")
+    assert [c.label for c in runnable] == ["radix-steady[fixed]"]  # and it has no regression
+    assert skipped == [
+        "mamba-lru[fixed]: n/a (the target does not run this scenario: no Mamba state pool)",
+        "mamba-lru[inject:mamba-lru-unlink]: n/a (the target does not run this scenario: "
+        "no Mamba state pool)"]
