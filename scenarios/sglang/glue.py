@@ -355,6 +355,8 @@ def import_modules(names: Sequence[str]) -> list[types.ModuleType]:
     with _compile_as_no_op(), warnings.catch_warnings():
         # Importing the quantization layers warns that only CUDA/HIP/XPU run AWQ and GGUF.
         warnings.filterwarnings("ignore", message="Only CUDA")
+        # fla/utils.py (0.5.11, 0.5.17) warns it rolls back to CPU without a triton driver.
+        warnings.filterwarnings("ignore", message="Triton is not supported")
         for name in names:
             try:
                 modules.append(importlib.import_module(name))
