@@ -19,10 +19,11 @@ import pytest
 from scenarios.sglang import family_of, glue
 
 ROOT = Path(__file__).resolve().parents[2]
+STEPS = 1200  # scheduler steps per family: 30 bursts, their exits and some retractions
 
 # Each family: the options its scenarios pass (small pools, so exits and eviction run).
 CELL = r'''
-import json, sys, time
+import json, sys
 from scenarios.sglang import make
 from scenarios.workloads.common import EXIT_LOAD
 from scenarios.workloads.scheduler import Scheduler
@@ -34,14 +35,17 @@ families = {
     "swa": {"kv_size": 2048, "swa_size": 2048, "sliding_window": 64},
     "unified": {"kv_size": 2048, "mamba_size": 48, "swa_size": 2048, "sliding_window": 64},
 }
-out = {}
+out = {"release": __import__("scenarios.sglang.glue").sglang.glue.load().version}
 for family, options in families.items():
     cache = make(**options)
     s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), EXIT_LOAD, 0)
-    end = time.monotonic() + float(sys.argv[1])
     ops = 0
-    while time.monotonic() < end:
-        ops += s.step()
+    try:
+        for _ in range(int(sys.argv[1])):  # a fixed number of steps: the same cell each run
+            ops += s.step()
+    except AssertionError as exc:  # SGLang's own assertion: reported, judged by the test
+        out[family] = {"crashed": str(exc)}
+        continue
     s.drain()
     cache.sanity_check()
     books = cache.pool_accounting()
@@ -91,15 +95,27 @@ def test_real_cell_on_every_mapped_family() -> None:
     retraction, timeouts) and drains with SGLang's books balanced."""
     _release_or_skip()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run([sys.executable, "-c", CELL, "1.5"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-c", CELL, str(STEPS)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     cells = json.loads(done.stdout.strip().splitlines()[-1])
+    release = cells.pop("release")
     assert set(cells) == {"radix", "unified-full", "mamba", "swa", "unified"}
     for family, cell in cells.items():
+        if "crashed" in cell:
+            # 0.5.11's UnifiedRadixCache with SWA and Mamba: its match validators run
+            # under all(<generator>), so a node the Mamba validator rejects skips the SWA
+            # validator's tombstone reset and the match ends past an SWA tombstone (0.5.17
+            # evaluates every validator); inc_lock_ref then fails SGLang's own assertion.
+            known = (release == "0.5.11" and family == "unified"
+                     and "on tombstoned node" in cell["crashed"])
+            assert known, (release, family, cell)
+            continue
         assert cell["finished"] > 0, (family, cell)
         assert sum(cell["exits"].values()) > 0, (family, cell)
         assert cell["idle_checks"] > 0 and cell["idle_mismatch"] == 0, (family, cell)
         assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
         assert set(cell["drained_protected"].values()) == {0}, (family, cell)
         assert cell["detached"] == 0 and cell["locked_nodes"] == 0, (family, cell)
+    # Decode running out of KV retracts requests through release_kv_cache(checkpoint=False).
+    assert sum(c.get("exits", {}).get("retract", 0) for c in cells.values()) > 0, cells
