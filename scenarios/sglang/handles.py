@@ -196,7 +196,6 @@ class HandleCache:
             self.root_node = cache.root_node
         except (AttributeError, NotImplementedError):  # the Rust tree core has none
             self.root_node = None
-        self._rid = 0
         outcome = getattr(mods.base, "CacheRequestOutcome", None)  # 0.5.23+
         self._abort = outcome.ABORT if outcome is not None else None
         # SGLang Reqs of waiting requests the policy matched: they keep the matched
