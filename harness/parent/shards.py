@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from harness.errors import UsageError
 from harness.parent.matrix import Cell, CheckOptions, cell_duration
@@ -45,16 +46,45 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def shard_from_environment(env: Mapping[str, str] | None = None) -> tuple[int, int]:
     """``(index, count)``, 1-based, from the first CI's variables that are set."""
+    found = resolve_shard("auto", env)
+    return found.index, found.count
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The shard this machine runs, 1-based, and where it came from (said at start)."""
+
+    index: int
+    count: int
+    source: str  # "given" or "CI_NODE_INDEX=2 counted from 1, CI_NODE_TOTAL=4"
+
+    def __str__(self) -> str:
+        return f"shard {self.index}/{self.count}" + (
+            "" if self.source == "given" else f" (from {self.source})")
+
+
+def resolve_shard(shard: str, env: Mapping[str, str] | None = None) -> Shard:
+    """``shard`` (``I/N`` or ``auto``) as a :class:`Shard`: ``auto`` reads the first CI's
+    variables that are set, each counted from where its CI counts (0 or 1)."""
+    if shard != "auto":
+        return Shard(*parse_shard(shard), "given")
     env = os.environ if env is None else env
     for index_name, count_name, from_zero in CI_SHARD_VARIABLES:
         if index_name in env and count_name in env:
             text = f"{env[index_name]}/{env[count_name]}"
+            base = 0 if from_zero else 1
+            source = (f"{index_name}={env[index_name]} counted from {base}, "
+                      f"{count_name}={env[count_name]}")
             try:
                 index, count = int(env[index_name]) + from_zero, int(env[count_name])
             except ValueError:
                 raise UsageError(f"--shard auto: {index_name}/{count_name} is {text!r}, "
                                  "not two whole numbers.") from None
-            return parse_shard(f"{index}/{count}")
+            if not 1 <= index <= count:
+                raise UsageError(f"--shard auto: {source} is out of range: {index_name} "
+                                 f"counts from {base}, so it must be {base} to "
+                                 f"{count - 1 + base}.")
+            return Shard(index, count, source)
     names = ", ".join(f"{i} and {c}" for i, c, _ in CI_SHARD_VARIABLES)
     raise UsageError(f"--shard auto: none of these variable pairs is set: {names}.")
 
@@ -85,6 +115,11 @@ def deal(cells: Sequence[Cell], count: int, seconds: Callable[[Cell], float]) ->
 def pick_shard(cells: Sequence[Cell], shard: str, options: CheckOptions,
                history: Mapping[tuple[str, str], float]) -> list[Cell]:
     """This machine's cells: ``shard`` is ``I/N`` or ``auto`` (the CI's variables)."""
-    index, count = shard_from_environment() if shard == "auto" else parse_shard(shard)
-    return deal(cells, count, lambda c: expected_seconds(c, cell_duration(c, options),
-                                                         history))[index - 1]
+    return deal_shard(cells, resolve_shard(shard), options, history)
+
+
+def deal_shard(cells: Sequence[Cell], shard: Shard, options: CheckOptions,
+               history: Mapping[tuple[str, str], float]) -> list[Cell]:
+    """The cells dealt to ``shard``."""
+    return deal(cells, shard.count, lambda c: expected_seconds(c, cell_duration(c, options),
+                                                               history))[shard.index - 1]

@@ -14,10 +14,18 @@ from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
 from harness.history.db import typical_seconds
-from harness.parent.matrix import Cell, CheckOptions, plan, run_matrix
-from harness.parent.shards import pick_shard
+from harness.parent.matrix import Cell, CheckOptions, cell_duration, plan, run_matrix
+from harness.parent.shards import (
+    INJECTED_SHARE,
+    START_S,
+    Shard,
+    deal_shard,
+    expected_seconds,
+    resolve_shard,
+)
 from harness.registry import load_scenario, scenario_names
 from harness.suite import Suite, judge_suite
+from harness.units import format_duration
 from leak_harness.cli.base import check_target_spec, interrupts
 from leak_harness.cli.check_view import make_view
 from leak_harness.cli.report_drawer import ReportDrawer
@@ -34,6 +42,7 @@ class CheckCommand:
       leak-harness check                     # every scenario, fixed and injected
       leak-harness check -k mamba            # cells whose label contains 'mamba'
       leak-harness check --nightly --shard 2/4 --out results/nightly/shard-2
+      leak-harness check --nightly --shard auto --plan   # this CI shard's cells, not run
     """
 
     name = "check"
@@ -49,6 +58,9 @@ class CheckCommand:
                             "length so the shards end together; 'auto' reads I and N from the "
                             "CI (GitLab, Buildkite, a Kubernetes Indexed Job, or "
                             "LEAK_HARNESS_SHARD_INDEX and LEAK_HARNESS_SHARD_COUNT)")
+        add("--plan", action="store_true",
+            help="list the cells (of this shard with --shard) and the time each is expected "
+                 "to take, from the history where it has them, then exit without running")
         add("--out", default="results/check", help="folder for run folders and the index")
         add("--seed", type=int, default=0, help="workload seed (default 0)")
         add("--gc-mode", choices=GC_MODES, help="override every scenario's GC mode")
@@ -77,13 +89,21 @@ class CheckCommand:
         options = CheckOptions(out=out, duration_s=duration_s, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
+        history = typical_seconds(Path(args.history))
+        total, shard = len(cells), None
         if args.shard:
-            total = len(cells)
-            cells = pick_shard(cells, args.shard, options, typical_seconds(Path(args.history)))
+            shard = resolve_shard(args.shard)
+            cells = deal_shard(cells, shard, options, history)
             if not cells:  # more shards than cells: this machine has nothing to do
-                print(f"shard {args.shard}: no cells ({total} cells over more shards).")
+                print(f"{shard}: no cells ({total} cells over {shard.count} shards).")
                 return 0
         cells, not_applicable = applicable_cells(cells, args.target)
+        if args.plan:
+            print_plan(cells, total, shard, options, history, not_applicable)
+            return 0
+        if shard is not None:  # which shard this machine resolved to, before anything runs
+            print(f"{shard}: {len(cells)} of {total} cells: "
+                  f"{', '.join(c.label for c in cells)}", flush=True)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
             code, suite = self._run_cells(cells, options, args, not_applicable)
@@ -112,6 +132,34 @@ class CheckCommand:
         code = publish_suite(suite, options.out, history, args.target,
                              [*not_applicable, *not_started])
         return signals.exit_code(code), suite
+
+
+def print_plan(cells: list[Cell], total: int, shard: Shard | None, options: CheckOptions,
+               history: dict[tuple[str, str], float], not_applicable: list[str]) -> None:
+    """The cells that would run, each with its expected length and where that comes from,
+    and the expected wall time at ``-j``; nothing is run."""
+    head = f"{shard}: " if shard is not None else ""
+    print(f"plan: {head}{len(cells)} of {total} cells, -j {options.jobs} (nothing is run)")
+    width = max((len(c.label) for c in cells), default=0)
+    seconds = []
+    for cell in cells:
+        duration = cell_duration(cell, options)
+        expect = expected_seconds(cell, duration, history)
+        seconds.append(expect)
+        if (cell.scenario.name, cell.name) in history:
+            why = "the median of its recent runs in the history"
+        elif cell.inject is None:
+            why = f"its duration {format_duration(duration)} + {START_S:g}s start and analysis"
+        else:
+            why = (f"{INJECTED_SHARE:.0%} of its duration {format_duration(duration)} (it stops "
+                   f"once its leak is certain) + {START_S:g}s")
+        print(f"  {cell.label:<{width}}  {format_duration(expect):>7}  {why}")
+    for sentence in not_applicable:
+        print(f"  {sentence}")
+    work = sum(seconds)
+    wall = max(work / options.jobs, max(seconds, default=0.0))
+    print(f"expected: {format_duration(work)} of cells, about {format_duration(wall)} of wall "
+          f"time at -j {options.jobs}, plus the suite report at the end.")
 
 
 def suite_json(suite: Suite, code: int) -> dict[str, object]:
