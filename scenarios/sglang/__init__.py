@@ -95,4 +95,15 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
                          f"handle-based lifecycle are not driven by this target yet")
 
 
+def describe() -> str:
+    """One line for a doctor: the release the target runs and where it comes from."""
+    try:
+        release = glue.load()
+    except glue.GlueError as exc:
+        return str(exc)
+    where = release.site or "the environment's sglang"
+    return f"SGLang {release.version} from {where}"
+
+
 make.regressions = ()  # type: ignore[attr-defined]
+make.describe = describe  # type: ignore[attr-defined]
