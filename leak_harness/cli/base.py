@@ -86,6 +86,19 @@ def check_target_spec(target: str | None) -> None:
                          f"({', '.join(BUILTIN_TARGETS)}).")
 
 
+def target_import_hint(exc: BaseException, target: str) -> str:
+    """A sentence to add when ``target``'s own module is not found: module:callable
+    targets are imported from the working folder (then PYTHONPATH), so a run from
+    another folder does not see the package; empty for any other failure."""
+    module = BUILTIN_TARGETS.get(target, target).partition(":")[0]
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if not missing or not (module == missing or module.startswith(missing + ".")):
+        return ""
+    return (f" A target is imported from the folder leak-harness runs in ({Path.cwd()}), "
+            f"then PYTHONPATH: run it from the folder that holds {missing.split('.')[0]!r}, "
+            "or put that folder on PYTHONPATH (docs/own-cache.md).")
+
+
 def default_rundir(name: str) -> Path:
     """A new folder under ``results/runs`` named after ``name`` and the time."""
     stamp = time.strftime("%Y%m%d-%H%M%S")

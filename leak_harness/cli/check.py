@@ -26,7 +26,7 @@ from harness.parent.shards import (
 from harness.registry import load_scenario, scenario_names
 from harness.suite import Suite, judge_suite
 from harness.units import format_duration
-from leak_harness.cli.base import check_target_spec, interrupts
+from leak_harness.cli.base import check_target_spec, interrupts, target_import_hint
 from leak_harness.cli.check_view import make_view
 from leak_harness.cli.report_drawer import ReportDrawer
 from leak_harness.cli.suite_out import publish_suite
@@ -189,7 +189,7 @@ def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell],
         factory = load_callable(target)
     except Exception as exc:  # the user's import: its words, one sentence
         raise UsageError(f"the target {target!r} cannot be loaded ({type(exc).__name__}: "
-                         f"{exc}).") from None
+                         f"{exc}).{target_import_hint(exc, target)}") from None
     takes = set(getattr(factory, "regressions", ()))
     declines = getattr(factory, "declines", None)
     runnable, skipped = [], []

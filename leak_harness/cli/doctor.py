@@ -9,7 +9,7 @@ from harness.api import load_callable
 from harness.errors import UsageError
 from harness.registry import load_scenario, scenario_names
 from harness.verdicts import EXIT_PASS, EXIT_REGRESSION
-from leak_harness.cli.base import check_target_spec
+from leak_harness.cli.base import check_target_spec, target_import_hint
 
 # The checks know the cache protocol, which is the scenarios' (the harness does not
 # import that package): loaded by name, the way scenario modules are.
@@ -20,13 +20,16 @@ class DoctorCommand:
     """Build your cache through its factory under each scenario, drive it for a few
     seconds and list at once every problem: missing or failing protocol methods,
     stats() that are not numbers, books that do not balance at idle, locks held with
-    nothing running. Also says which gauges it publishes, which budgets will judge
-    and which are skipped, and its ops/s. Exit 0 when it conforms, 1 when it does not
-    (a --target that cannot be loaded is one of its problems; 2 is a bad argument).
+    nothing running. One line per scenario: ok, its problems, or "not exercised" when
+    the cache cannot take what the scenario is for (none of its exit paths, or no
+    overlap scheduling); --verbose adds the gauges it publishes, the budgets that will
+    judge and those skipped, and its exit-path calls. Exit 0 when it conforms, 1 when
+    it does not (a --target that cannot be loaded is one of its problems; 2 is a bad
+    argument).
 
     examples:
       leak-harness doctor --target examples.own_cache:make
-      leak-harness doctor --target mypkg.cache:make radix-steady mamba-lru
+      leak-harness doctor --target mypkg.cache:make radix-steady mamba-lru --verbose
     """
 
     name = "doctor"
@@ -37,6 +40,9 @@ class DoctorCommand:
         parser.add_argument("--target", required=True, help="cache factory module:callable")
         parser.add_argument("--seconds", type=float, default=2.0,
                             help="seconds of workload per scenario (default 2)")
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            help="under each scenario, what a run will see: gauges, budgets "
+                                 "that judge and those skipped, exit-path and overlap calls")
 
     def run(self, args: argparse.Namespace) -> int:
         check_target_spec(args.target)
@@ -45,17 +51,53 @@ class DoctorCommand:
         names = args.scenarios or scenario_names()
         for name in names:
             load_scenario(name)  # an unknown name is refused before anything runs
+        try:  # a target that does not import fails every scenario alike: said once
+            load_callable(args.target)
+        except Exception as exc:
+            print(f"doctor: {args.target}\n  PROBLEM: cannot load: {type(exc).__name__}: "
+                  f"{exc}.{target_import_hint(exc, args.target)}\n"
+                  "1 problem(s): fix it, then run the scenarios.")
+            return EXIT_REGRESSION
         diagnose = load_callable(DIAGNOSE)
-        problems = 0
-        print(f"doctor: {args.target}")
+        problems, width = 0, max(len(name) for name in names)
+        not_exercised: list[str] = []
+        print(f"doctor: {args.target} ({args.seconds:g} s of workload per scenario"
+              f"{'' if args.verbose else '; --verbose for what each run will see'})")
         for name in names:
             found: Any = diagnose(name, args.target, args.seconds)
             problems += len(found.problems)
-            print(f"{name}: {'ok' if found.ok else f'{len(found.problems)} problem(s)'}")
+            if found.ok and not found.exercised:
+                not_exercised.append(name)
+            print(f"{name:<{width}}  {headline(found)}")
             for problem in found.problems:
                 print(f"  PROBLEM: {problem}")
-            for fact in found.facts:
-                print(f"  - {fact}")
-        print("conforms: every scenario ran." if not problems
-              else f"{problems} problem(s): fix them, then run the scenarios.")
+            if args.verbose:
+                for fact in found.facts:
+                    print(f"  - {fact}")
+        if problems:
+            print(f"{problems} problem(s): fix them, then run the scenarios.")
+        elif not_exercised:
+            print(f"conforms, but {len(not_exercised)} of {len(names)} scenarios are not "
+                  f"exercised on this cache: {', '.join(not_exercised)} (a pass there "
+                  "says nothing of the paths they are for).")
+        else:
+            print(f"conforms: all {len(names)} scenarios ran.")
         return EXIT_PASS if not problems else EXIT_REGRESSION
+
+
+def headline(found: Any) -> str:
+    """One scenario in a line: its problems, 'not exercised' and why, or ok (with what
+    it skips of what it is for, and its ops/s)."""
+    if found.problems:
+        return f"{len(found.problems)} problem(s)"
+    skipped: dict[str, str] = found.skipped_paths
+    why = "; ".join(sorted(set(skipped.values())))
+    if found.overlap_off is not None:
+        return f"NOT EXERCISED: overlap scheduling is off ({found.overlap_off})"
+    if not found.exercised:
+        return (f"NOT EXERCISED: none of its {found.exit_paths} exit paths is taken ({why})")
+    rate = "" if found.ops_per_s is None else f", {found.ops_per_s:,.0f} ops/s"
+    if skipped:
+        return (f"ok{rate}; {len(skipped)} of {found.exit_paths} exit paths not taken "
+                f"({', '.join(sorted(skipped))}: {why})")
+    return f"ok{rate}"

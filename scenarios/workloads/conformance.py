@@ -36,10 +36,23 @@ class Diagnosis:
     scenario: str
     problems: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
+    # What the scenario's load asks for and the cache does not take: how many exit paths
+    # it asks for, those skipped (path -> why), and why overlap scheduling, asked for, is off.
+    exit_paths: int = 0
+    skipped_paths: dict[str, str] = field(default_factory=dict)
+    overlap_off: str | None = None
+    ops_per_s: float | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def exercised(self) -> bool:
+        """False when what the scenario is for does not run on this cache: every exit path
+        its load asks for is skipped, or the overlap scheduling it asks for is off."""
+        all_skipped = bool(self.exit_paths) and len(self.skipped_paths) >= self.exit_paths
+        return not all_skipped and self.overlap_off is None
 
 
 def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis:
@@ -62,6 +75,7 @@ def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis
     cache = getattr(workload, "cache", None)
     if cache is None or not _methods(cache, found):
         return found
+    _coverage(workload, found)
     gauges = _gauges(workload, found)
     _drive(workload, seconds, found)
     _read_stats(cache, found)
@@ -114,6 +128,20 @@ def _overlap_calls(cache: Any, found: Diagnosis) -> None:
                            f"{missing}.")
 
 
+def _coverage(workload: Any, found: Diagnosis) -> None:
+    """The exit paths and overlap scheduling this scenario's load asks for, and which of
+    them the cache cannot take (the scheduler skips those)."""
+    scheduler = getattr(workload, "scheduler", None)
+    load = getattr(scheduler, "load", None)
+    if load is None:
+        return
+    if load.exits.on:  # a cache with none of the exit calls skips every path asked for
+        found.exit_paths = len(Support(False, False, False).skipped(load.exits))
+        found.skipped_paths = dict(getattr(scheduler, "skipped_exits", {}))
+    if load.overlap:
+        found.overlap_off = getattr(scheduler, "skipped_overlap", None)
+
+
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:
     try:
         gauges = dict(workload.gauges())
@@ -133,6 +161,7 @@ def _drive(workload: Any, seconds: float, found: Diagnosis) -> None:
         found.problems.append(f"the workload failed after {ops:,} ops: {_raised(exc)}.")
         return
     rate = ops / max(time.perf_counter() - began, 1e-9)
+    found.ops_per_s = rate
     found.facts.append(f"drove {ops:,} ops in {seconds:g} s ({rate:,.0f} ops/s).")
 
 
