@@ -6,7 +6,10 @@ verdict (``leak``, ``crashed``, ``hung``, ``ceiling``): the harness caught it.
 ``suspicious`` is right for a fixed cell, as ``run`` exits 0 on it;
 ``suspicious`` and ``error`` are wrong for an injected cell, and ``error`` and
 ``interrupted`` are wrong in both columns, since neither tells a reader what
-happened to the code under test.
+happened to the code under test. A run whose workload did not do what its
+scenario exists for (nothing admitted, nothing decoded, an exit path never
+taken: :mod:`harness.analysis.seen`) is ``error``, so such a cell is wrong in
+either column, and a suite whose only wrong cells are ``error`` exits 3.
 
 An injected run that ended the way its scenario's fixed run also ended
 (both ``crashed``, say, because the scenario cannot even build) is not a

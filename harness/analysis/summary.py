@@ -26,6 +26,7 @@ from harness.analysis.runview import (
     describe_resolution,
     describe_shapes,
 )
+from harness.analysis.seen import judge_seen, not_taken
 from harness.analysis.verdict import (
     Judgement,
     combine,
@@ -121,15 +122,23 @@ def summarize(
     skips = [_skipped(b) for b in skipped]
     if skipped and not parsed:
         skips.append(no_data("budgets", "none of them applies to this target."))
-    verdict, reasons = combine([*judgements, *skips], outcome, outcome_reason)
+    # A process that ended badly is judged by its ending; a run that finished must
+    # have done the work its scenario exists for (harness.analysis.seen).
+    unseen = None if outcome is not None else judge_seen(run, view.start_s, view.end_s,
+                                                         view.scenario)
+    verdict, reasons = combine([*judgements, *skips, *([unseen] if unseen else [])], outcome,
+                               outcome_reason)
     shapes = describe_shapes(view, _judged_series(parsed))
-    reasons += shapes + describe_resolution(view)
+    reasons += shapes + describe_resolution(view) + not_taken(run)
     where = where_it_grows(run, parsed, judgements, _judged_rates(view, parsed))
     filling = [j for j in judgements if j.rule.endswith(FILLING_RULE)]
     if filling and verdict == "suspicious" and all(
             j in filling for j in judgements if j.status == "suspicious"):
         note = filling[0].reason.partition(", but ")[2].rstrip(".")
         where = [Finding("none", "-", f"nothing is blamed: {note}")]
+    elif not where and unseen is not None and verdict == unseen.status:
+        where = [Finding("none", "-", "nothing is blamed: the run did not do the work its "
+                                      "scenario exists for (see its reasons)")]
     elif not where and verdict == "pass":
         why = "; ".join(s.rstrip(".") for s in shapes if "plateau" in s or "sawtooth" in s)
         grows = "nothing grows beyond its budget" + (f": {why}" if why else "")

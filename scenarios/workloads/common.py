@@ -18,7 +18,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from harness.api import Gauge, RunContext, Scenario, TargetRejected
-from scenarios.workloads.exits import PATHS, Exits
+from scenarios.workloads.exits import (
+    ABORT_RUNNING,
+    ABORT_WAITING,
+    FAIL_RUNNING,
+    PATHS,
+    RETRACT,
+    TIMEOUT,
+    Exits,
+)
 from scenarios.workloads.protocol import PrefixCache, missing_methods
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
@@ -49,6 +57,17 @@ EXITS = Exits(abort_waiting=0.05, abort_running=0.05, fail_running=0.02, timeout
               retract=True, match_ahead=8)
 EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8, exits=EXITS)
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
+# What every run of the scheduler must show after its warm-up, as counter gauges: a
+# request admitted, a decode step, a request finished. A cache that admits nothing
+# (a prefetch that never completes) or decodes nothing (no slots for a batch) keeps
+# every memory budget by doing no work; such a run judged nothing (harness.analysis.seen).
+ACTIVITY = {"admitted": "requests admitted", "decoded": "decode steps",
+            "finished": "requests finished"}
+# Each exit path the load asks for: the gauge that counts it and what it counts.
+EXIT_ACTIVITY = {ABORT_WAITING: "waiting requests aborted", TIMEOUT: "waiting requests timed out",
+                 ABORT_RUNNING: "running requests aborted",
+                 FAIL_RUNNING: "running requests failed",
+                 RETRACT: "running requests retracted (decode out of KV)"}
 
 
 def call_factory(factory: Callable[..., Any], options: Mapping[str, Any]) -> Any:
@@ -118,6 +137,9 @@ class CacheWorkload:
         budget naming them says "never recorded" instead of passing on zeros."""
         s = self.scheduler
         gauges: dict[str, Gauge] = {
+            "admitted": lambda: s.admitted,
+            "decoded": lambda: s.decoded,
+            "finished": lambda: s.finished,
             "waiting": lambda: len(s.queue),
             "running": lambda: len(s.running),
             "alloc_failures": lambda: s.alloc_failures,
@@ -131,8 +153,7 @@ class CacheWorkload:
         }
         if s.load.exits.on:  # the count of each exit path is a gauge
             for path in PATHS:
-                name = f"exits_{path.replace('-', '_')}"
-                gauges[name] = functools.partial(s.exits.__getitem__, path)
+                gauges[exit_gauge(path)] = functools.partial(s.exits.__getitem__, path)
         if s.idle_check.has_tables:
             gauges["stale_request_entries"] = lambda: s.idle_check.stale
         if s.idle_check.has_books:
@@ -152,6 +173,7 @@ class CacheWorkload:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
         if self.scheduler.skipped_overlap:
             notes["overlap_not_taken"] = self.scheduler.skipped_overlap
+        notes["expects"] = expected_activity(self.scheduler)
         return notes
 
     def close(self) -> None:
@@ -164,6 +186,28 @@ class CacheWorkload:
                 check()
         finally:
             self.cache.close()
+
+
+def exit_gauge(path: str) -> str:
+    """The counter gauge of an exit path: ``timeout`` -> ``exits_timeout``."""
+    return f"exits_{path.replace('-', '_')}"
+
+
+def expected_activity(scheduler: Scheduler) -> dict[str, str]:
+    """The counter gauges a run of this scheduler must see rise after its warm-up, with
+    what each counts: admissions, decode steps, finished requests, and every exit path
+    the load asks for that the cache can take (one it cannot is in the notes instead,
+    ``exit_paths_not_taken``: the cache lacks the call, which is the doctor's to say)."""
+    expects = dict(ACTIVITY)
+    exits = scheduler.load.exits
+    if exits.on:
+        asked = {ABORT_WAITING: exits.abort_waiting > 0, TIMEOUT: exits.timeout_steps > 0,
+                 ABORT_RUNNING: exits.abort_running > 0, FAIL_RUNNING: exits.fail_running > 0,
+                 RETRACT: exits.retract}
+        for path, what in EXIT_ACTIVITY.items():
+            if asked[path] and path not in scheduler.skipped_exits:
+                expects[exit_gauge(path)] = what
+    return expects
 
 
 def build_cache_workload(

@@ -66,6 +66,7 @@ class Scheduling(Protocol):
 
     cache: Any
     running: list[Running]
+    decoded: int
 
     def _out_of_memory(self, run: Running) -> int: ...
 
@@ -161,6 +162,8 @@ class OverlapDecode:
         tokens = s._draft(n)
         self.cache.extend_request(run.req, tokens, slots=entry.slots[:n])
         run.generated.extend(tokens)
+        if n:
+            s.decoded += 1
         ops = 1
         if n < len(entry.slots):  # launched before the last batch's result ended the request
             self.cache.free_tokens(entry.slots[n:])

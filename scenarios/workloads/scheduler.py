@@ -108,6 +108,8 @@ class Scheduler:
         self.queue: deque[Waiting] = deque()
         self.running: list[Running] = []
         self.steps = 0
+        self.admitted = 0  # requests alloc_request let in (re-admissions after retraction too)
+        self.decoded = 0  # decode steps that committed tokens (a dLLM denoise step counts)
         self.finished = 0
         self.dropped = 0  # could not fit even with nothing else running
         self.rejected = 0  # arrived to a full queue (max_waiting)
@@ -219,6 +221,7 @@ class Scheduler:
                     self._drop(waiting)
                 break
             self.queue.remove(waiting)
+            self.admitted += 1
             if len(req.token_ids) - req.prefix_len > self.load.chunk_size:
                 self.cache.cache_unfinished_req(req)
                 ops += 1
@@ -289,8 +292,9 @@ class Scheduler:
         n = min(self.load.decode_per_step, run.request.output_len - len(run.generated))
         tokens = self._draft(n)
         ok = n == 0 or self.cache.extend_request(run.req, tokens)
-        if ok:
+        if ok and n:
             run.generated.extend(tokens)
+            self.decoded += 1
         return ok
 
     def _denoise(self, run: Running) -> bool:
@@ -305,6 +309,7 @@ class Scheduler:
         else:
             req.token_ids[-block:] = self._draft(block)  # the same slots, new ids
         run.denoise_left -= 1
+        self.decoded += 1
         if not run.denoise_left:
             req.unsettled = 0
             run.generated.extend(req.token_ids[-block:])

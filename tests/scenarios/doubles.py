@@ -108,3 +108,44 @@ def missing_methods(kv_size: int = 8192) -> MissingMethods:
 
 def misbehaving(kv_size: int = 8192) -> Misbehaving:
     return Misbehaving(kv_size)
+
+
+class PrefetchNeverDone(RadixCache):
+    """SGLang's ``check_prefetch_progress`` always says the storage prefetch is still
+    running: no request is ever admitted, so no memory budget can fail (RELIABILITY-3
+    case 85)."""
+
+    def __init__(self, kv_size: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+
+    def check_prefetch_progress(self, req: Any) -> bool:
+        return False
+
+
+class NoSlotsForABatch(RadixCache):
+    """``alloc_tokens`` is None for every decode batch (admission still allocates): under
+    overlap scheduling requests are admitted and never decode (RELIABILITY-3 case 92)."""
+
+    def __init__(self, kv_size: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+        self.admitting = False
+
+    def alloc_request(self, req: Any) -> bool:
+        self.admitting = True
+        try:
+            return super().alloc_request(req)
+        finally:
+            self.admitting = False
+
+    def alloc_tokens(self, n: int) -> torch.Tensor | None:
+        return super().alloc_tokens(n) if self.admitting else None
+
+
+def prefetch_never_done(inject: Sequence[str] = (), kv_size: int = 2048,
+                        **_: Any) -> PrefetchNeverDone:
+    return PrefetchNeverDone(kv_size)
+
+
+def no_slots_for_a_batch(inject: Sequence[str] = (), kv_size: int = 2048,
+                         **_: Any) -> NoSlotsForABatch:
+    return NoSlotsForABatch(kv_size)

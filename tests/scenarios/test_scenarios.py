@@ -54,7 +54,10 @@ def test_fixed_scenario_runs_and_stays_clean(name: str) -> None:
     with workload(name) as w:
         ops = steps(w, 150 if name in PP else 1500)
         values = {k: g() for k, g in w.gauges().items()}
+        declared = w.notes()["expects"]
     assert ops > 0
+    # Everything the run must see to be judged (harness.analysis.seen) happened.
+    assert not [k for k in declared if values[k] < 1], values
     assert values.get("detached_alive_nodes", 0) == 0
     assert values.get("work_list", 0) <= 2
     assert values["idle_pool_mismatch"] == 0 and values["locked_while_idle"] == 0
