@@ -315,6 +315,15 @@ class MambaRadixCache(HybridRadixCache):
         )
         return {**super().pool_accounting(), "mamba": mamba}
 
+    def pool_allocators(self) -> dict[str, Any]:
+        return {**super().pool_allocators(), "mamba": self.mamba_pool}
+
+    def held_slots(self) -> dict[str, torch.Tensor]:
+        states = [n.mamba_value.reshape(-1) for n in self.iter_nodes()
+                  if n is not self.root_node and n.mamba_value is not None]
+        return {**super().held_slots(),
+                "mamba": torch.cat(states) if states else torch.empty(0, dtype=torch.int64)}
+
     def _sanity_extra(self, outstanding_states: int) -> None:
         nodes = check_links(self)
         stateful = [n for n in nodes if n is not self.root_node and n.mamba_value is not None]

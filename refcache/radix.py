@@ -230,6 +230,18 @@ class RadixCache(RadixTree):
             )
         }
 
+    def pool_allocators(self) -> dict[str, Any]:
+        """The allocator behind each pool of the books, by the same name (the harness
+        wraps their ``alloc``/``free`` to say which call took the slots the books miss)."""
+        return {"full": self.kv_pool}
+
+    def held_slots(self) -> dict[str, torch.Tensor]:
+        """The slot ids the tree holds, by pool (what ``evictable + protected`` count);
+        a walk of the tree, asked only at an idle moment whose books are short."""
+        values = [n.value for n in self.iter_nodes()
+                  if n is not self.root_node and n.value is not None]
+        return {"full": torch.cat(values) if values else torch.empty(0, dtype=torch.int64)}
+
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
         """Tree, lists and pool accounting agree; raises AssertionError if not.
 

@@ -269,6 +269,24 @@ class UnreleasedLocks(TypedDict):
     sites: list[LockSite]
 
 
+class LostGroup(TypedDict):
+    """Slots lost from one pool that one call site allocated for requests that took
+    one exit path (``scenarios/workloads/slots.py``)."""
+
+    site: str  # the innermost frame of the code under test that called alloc
+    stack: list[str]  # innermost first, up to the scenario driver
+    exit: str  # abort-waiting, retract, failed-schedule, finish, ..., or "unknown"
+    slots: int
+    requests: list[str]  # the first few request ids
+
+
+class LostSlots(TypedDict):
+    pool: str
+    short: int  # slots the pool's idle books miss
+    found: int  # live slots the ledger holds that neither the cache nor a waiting request does
+    groups: list[LostGroup]  # largest first
+
+
 class NotesLine(TypedDict):
     """Once, at loop end: the workload's own facts (``notes()``, see harness.api)."""
 
@@ -277,6 +295,7 @@ class NotesLine(TypedDict):
     unreleased_locks: NotRequired[UnreleasedLocks]
     # Per-request table -> request id -> the exit path it left by (ids as JSON keys).
     stale_request_entries: NotRequired[dict[str, dict[str, str]]]
+    lost_slots: NotRequired[list[LostSlots]]  # per short pool: the slots' sites and paths
     exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
     overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     # Counter gauge -> what it counts: what the run must see rise after its warm-up

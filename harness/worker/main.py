@@ -81,6 +81,7 @@ class Worker:
         except ScenarioFailure as failure:
             # Record first: the final windows and close() below may fail too.
             code = record_failure(self.config.path, self.writer, failure, self.clock())
+            self.write_notes(workload)  # what the idle books saw before the crash
             self.stop_samplers()  # the final windows show the state at the crash
             with contextlib.suppress(ScenarioFailure):
                 self.close(workload)  # the first failure is the one reported

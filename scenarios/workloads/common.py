@@ -167,6 +167,9 @@ class CacheWorkload:
         unreleased = self.scheduler.idle_check.unreleased
         if unreleased:
             notes["unreleased_locks"] = unreleased
+        slots = self.scheduler.idle_check.slots
+        if slots is not None and slots.lost:  # the slots the books missed, by site and path
+            notes["lost_slots"] = list(slots.lost)
         if self.scheduler.idle_check.stale_tables:
             notes["stale_request_entries"] = dict(self.scheduler.idle_check.stale_tables)
         if self.scheduler.skipped_exits:

@@ -12,11 +12,13 @@ and kept until the next one: a level gauge that a ``<= 0`` budget judges.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.workloads.locks import LockLedger
 from scenarios.workloads.protocol import PrefixCache
+from scenarios.workloads.slots import SlotLedger
 
 # Departed requests remembered with the path they left by: enough for those that left
 # since the last idle moment (a ring: filling a bigger one reads as heap growth).
@@ -40,13 +42,22 @@ class IdleCheck:
     # With stale entries: per table, how each of the first few requests left.
     stale_tables: dict[str, dict[int, str]] = field(default_factory=dict)
     _left: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    slots: SlotLedger | None = None  # where the slots were allocated (a book leak's cause)
 
     @classmethod
     def for_cache(cls, cache: PrefixCache) -> IdleCheck:
         ledger = LockLedger(cache)
-        return cls(has_books=callable(getattr(cache, "pool_accounting", None)),
-                   ledger=ledger if ledger.active else None,
-                   has_tables=callable(getattr(cache, "request_tables", None)))
+        has_books = callable(getattr(cache, "pool_accounting", None))
+        slots = SlotLedger(cache) if has_books else None
+        return cls(has_books=has_books, ledger=ledger if ledger.active else None,
+                   has_tables=callable(getattr(cache, "request_tables", None)),
+                   slots=slots if slots is not None and slots.active else None)
+
+    def request_event(self, rid: int, what: str) -> None:
+        """Request ``rid`` left by path ``what`` (or its admission failed): the exit
+        path the slot ledger gives a slot its request allocated before."""
+        if self.slots is not None:
+            self.slots.event(rid, what)
 
     def departed(self, rid: int, path: str) -> None:
         """A request left by ``path`` (the last few thousand are kept, to name the path
@@ -56,16 +67,20 @@ class IdleCheck:
             self._left.popitem(last=False)
 
     def run(self, cache: PrefixCache, waiting_states: int = 0,
-            live: set[int] | None = None) -> None:
+            live: set[int] | None = None,
+            waiting: Callable[[], Iterable[Any]] = tuple) -> None:
         """Read the books now; the caller makes sure no request is running.
 
         ``waiting_states``: Mamba state slots that waiting requests own (forked
-        when the policy matched them): allocated, outside the tree, not lost."""
-        self._read_books(cache, waiting_states)
+        when the policy matched them): allocated, outside the tree, not lost;
+        ``waiting``: the waiting requests, asked only when the books are short."""
+        short = self._read_books(cache, waiting_states)
         if self.has_tables and live is not None:
             self._read_tables(cache, live)
         if self.ledger is not None:
             self.unreleased = self.ledger.still_locked() if self.locked > 0 else {}
+        if self.slots is not None:
+            self.slots.read(short, waiting() if any(n > 0 for n in short.values()) else ())
 
     def _read_tables(self, cache: PrefixCache, live: set[int]) -> None:
         """Entries for requests neither waiting nor running are stale: an exit path forgot
@@ -81,17 +96,20 @@ class IdleCheck:
                 self.stale_tables[table] = {rid: self._left.get(rid) or shown.get(rid, "unknown")
                                             for rid in gone[:STALE_SHOWN]}
 
-    def _read_books(self, cache: PrefixCache, waiting_states: int) -> None:
+    def _read_books(self, cache: PrefixCache, waiting_states: int) -> dict[str, int]:
+        """Reads the books; returns the slots each pool is short by (missing: lost)."""
         if not self.has_books:
             self.locked = cache.full_protected_size()
-            return
+            return {}
         books = cache.pool_accounting()
         self.checks += 1
         # Absolute per pool: one pool short and another over must not cancel out.
-        self.mismatch = sum(abs(account.mismatch + (waiting_states if name == "mamba" else 0))
-                            for name, account in books.items())
+        off = {name: account.mismatch + (waiting_states if name == "mamba" else 0)
+               for name, account in books.items()}
+        self.mismatch = sum(abs(n) for n in off.values())
         full = books.get("full")
         if full is None:
             self.locked = cache.full_protected_size()
         else:
             self.locked = full.protected - full.in_transfer
+        return {name: -n for name, n in off.items()}

@@ -137,7 +137,8 @@ class Scheduler:
         if not self.running:
             if not self._batch_in_flight():  # SGLang checks only once its result is processed
                 live = self._live_rids() if self.idle_check.has_tables else None
-                self.idle_check.run(self.cache, self._waiting_states(), live)
+                self.idle_check.run(self.cache, self._waiting_states(), live,
+                                    waiting=self._waiting_reqs)
             if self.load.idle(self.steps):
                 time.sleep(self.load.idle_sleep_s)
         return ops + 1
@@ -193,6 +194,7 @@ class Scheduler:
     def _departed(self, rid: int, path: str) -> None:
         """Remember how a request left, for a stale table entry's report (exit loads only:
         the happy path keeps no such record, so its memory is as it was)."""
+        self.idle_check.request_event(rid, path)  # the slot ledger's exit path, if on
         if self.load.exits.on:
             self.idle_check.departed(rid, path)
 
@@ -200,6 +202,9 @@ class Scheduler:
         live = {run.req.rid for run in self.running}
         live.update(w.req.rid for w in self.queue if w.req is not None)
         return live
+
+    def _waiting_reqs(self) -> list[Req]:
+        return [w.req for w in self.queue if w.req is not None]
 
     def _waiting_states(self) -> int:
         """State slots waiting requests own (forked at their match): not a leak at idle."""
@@ -216,6 +221,7 @@ class Scheduler:
             ops += 1
             if not self.cache.alloc_request(req):
                 self.alloc_failures += 1
+                self.idle_check.request_event(req.rid, "failed-schedule")
                 if not self.running:  # cannot fit even with everything evictable: drop it
                     self.queue.remove(waiting)
                     self._drop(waiting)

@@ -22,6 +22,8 @@ names a culprit only for budgets that failed (``leak``) or nearly did
 - the process's own records (:mod:`.process`): a crash, the workload's notes
   (a lock never released, per-request tables of requests that left) and the
   threads or descriptors it holds;
+- the pool's idle books (:mod:`.books`): for slots they miss, the call site that
+  allocated them and the exit path their requests left by (the slot ledger's note);
 - level budgets on gauges (a lock never released, accounting that does not
   add up at idle): the gauge and what it held.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.analysis.verdict import Judgement
+from harness.analysis.where.books import book_findings
 from harness.analysis.where.common import Finding, Kept, Site
 from harness.analysis.where.holders import (
     cycle_findings,
@@ -105,20 +108,23 @@ def where_it_grows(
     found += resource_findings(run, failing, rates)
     if "locked_while_idle" in failing:
         found += lock_findings(run.notes)
+    if "idle_pool_mismatch" in failing:  # the pool, the allocating site and the exit path
+        found += book_findings(run.notes)
     for budget, judgement in zip(budgets, judgements, strict=True):
         if judgement.status in FAILING and budget.kind == "level":
             found.append(Finding("level", budget.metric, judgement.reason))
     return ranked(found)
 
 
-# Most certain first: a crash site, a named table or lock says what is wrong by itself
+# Most certain first: the site that allocated the slots the idle books miss, a crash site,
+# a named table or lock says what is wrong by itself
 # (a crash in the workload's end-of-run check, "closing", is a consequence: after the
 # books that showed the leak while it ran);
 # a cycle or a view names the attribute, which a broken level (a gauge) does not; a
 # site or an owner path is one sample of the growth; a native claim is what is left
 # when nothing else explains it.
-CERTAINTY = ("crash", "table", "locks", "cycles", "tensors", "level", "closing", "resources",
-             "shared", "python", "owner", "native", "heap")
+CERTAINTY = ("books", "crash", "table", "locks", "cycles", "tensors", "level", "closing",
+             "resources", "shared", "python", "owner", "native", "heap")
 
 
 def ranked(found: Sequence[Finding]) -> list[Finding]:

@@ -1,0 +1,52 @@
+"""The pool's idle books: which call allocated the slots they miss, and how their requests left.
+
+From the workload's ``NotesLine`` (``lost_slots``, written by the slot ledger of
+``scenarios/workloads/slots.py`` at the last idle moment whose books were
+short): per pool, how many slots the books miss, and the lost slots grouped by
+the call site that allocated them and the exit path their requests left by.
+A cache that does not expose its allocators and the slots it holds
+(``pool_allocators()``, ``held_slots()``) has no such note; its books still
+judge it, as the broken level of ``idle_pool_mismatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.analysis.where.common import Finding
+from harness.runfiles.records import LostGroup, NotesLine
+
+GROUPS_NAMED = 2  # beside the largest group, the next one's site and path
+
+
+def book_findings(notes: Sequence[NotesLine]) -> list[Finding]:
+    """One line per short pool: the count, the allocating site (with its callers) and
+    the exit path of the largest group of lost slots, then the next group."""
+    found = []
+    for record in notes[-1:]:
+        for pool in record.get("lost_slots") or []:
+            groups = pool.get("groups") or []
+            if not groups:
+                continue
+            first = groups[0]
+            more = "; ".join(_group_text(g) for g in groups[1:GROUPS_NAMED])
+            found_n = int(pool.get("found", 0))
+            short = int(pool.get("short", 0))
+            count = (f"{short} slots" if found_n == short
+                     else f"{short} slots ({found_n} allocated slots neither the cache nor a "
+                          f"waiting request holds)")
+            text = (f"{pool['pool']} pool: {count} lost at idle; {_group_text(first)}: "
+                    f"that exit path never frees what the call allocated"
+                    + (f"; also {more}" if more else ""))
+            found.append(Finding("books", "idle_pool_mismatch", text, site=str(first["site"]),
+                                 stack=tuple(str(s) for s in first.get("stack") or ())))
+    return found
+
+
+def _group_text(group: LostGroup) -> str:
+    stack = [str(s) for s in group.get("stack") or []]
+    caller = f" (called from {stack[1]})" if len(stack) > 1 else ""
+    rids = ", ".join(str(r) for r in group.get("requests") or [])
+    whose = f" for requests {rids}" if rids else ""
+    return (f"{group['slots']} allocated at {group['site']}{caller}{whose} that left by "
+            f"{group['exit']}")
