@@ -95,11 +95,22 @@ def format_rate(value: float, unit: str, digits: int = 3) -> str:
     """A rate with its unit: ``format_rate(3.7e9, "B/h") == "3.7 GB/h"``; ``"0.5 /kop"``.
 
     Units starting with ``B`` are byte rates and get a decimal prefix; any other
-    unit is printed as given after the number.
+    unit is printed as given after the number, grouped by thousands
+    (``"352,000,000 /h"``).
     """
     if unit == "B" or unit.startswith("B/"):
         return format_bytes(value, digits) + unit[1:]
-    return f"{_significant(value, digits)} {unit}".rstrip()
+    return f"{grouped(_significant(value, digits))} {unit}".rstrip()
+
+
+def grouped(number: str) -> str:
+    """``"352000000"`` as ``"352,000,000"``: thousands separators in the whole part, as
+    the reports' tables print counts."""
+    sign, digits = ("-", number[1:]) if number.startswith("-") else ("", number)
+    whole, dot, fraction = digits.partition(".")
+    if not whole.isdigit():
+        return number
+    return f"{sign}{int(whole):,}{dot}{fraction}"
 
 
 def format_duration(seconds: float) -> str:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 DPI = 100
 WIDTH_IN = 10.0  # 1000 px: the downsampling bucket count matches
 WARMUP_COLOUR = "#9aa0a6"
+# Allocation windows: amber and cross-hatched, so they never read as the grey warm-up.
+WINDOW_COLOUR = "#e3a008"
+WINDOW_HATCH = "xx"
 COLOURS = ("#1f6feb", "#d4731c", "#2da44e", "#a371f7", "#cf222e", "#8c6d1f", "#0e8a9c", "#6e7781")
 
 
@@ -106,6 +109,13 @@ def shade_warmup(
     if auto_s is not None and auto_s > begin:
         axes.axvspan(scale.at(begin), scale.at(auto_s), color=WARMUP_COLOUR, alpha=0.12, lw=0,
                      hatch="//", label="transient cut by analysis")
+
+
+def legend_outside(axes: Axes, fontsize: float = 8) -> None:
+    """The legend to the right of the panel, where it covers no sample (the end of a
+    series, where a leak shows, is where a legend in a corner sits)."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                fontsize=fontsize)
 
 
 def count_axis(axes: Axes) -> None:

@@ -18,6 +18,9 @@ from reports.render.fitline import FitLine, stored_fit
 from reports.render.numbers import format_growth
 
 FAILING_STATUSES = ("leak", "suspicious")
+# A judged window shorter than this leads with its amount ("+14.9 MB in 1.62s") before
+# the rate per hour, which over seconds is an extrapolation ("+564 GB/h").
+SHORT_WINDOW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,19 @@ class JudgedBudget:
     @property
     def per_hour(self) -> bool:
         return self.kind == "rate" and self.unit.endswith("/h")
+
+    @property
+    def window_s(self) -> float | None:
+        """Seconds of the judged window of a rate per hour; None without one."""
+        if self.fit is None or not self.per_hour:
+            return None
+        return self.fit.end_s - self.fit.analysed_from_s
+
+    def amount_first(self) -> str:
+        """The amount over the judged window where that window is short (the rate per
+        hour of seconds of samples is an extrapolation); empty otherwise."""
+        window = self.window_s
+        return self.amount() if window is not None and window < SHORT_WINDOW_S else ""
 
     def amount(self) -> str:
         """The fitted growth as an amount over the judged window: "+4.2 MB in 58 s"."""
@@ -95,8 +111,9 @@ def failing_first(
 
 def convicting_signal(summary: Summary) -> str:
     """One phrase for an index cell: the first failing budget with its rate ("heap
-    +43.7 MB/h [42.3, 45.1] over 'heap: 10 MB/h'"), a process ending's first reason,
-    or how many budgets held."""
+    +43.7 MB/h [42.3, 45.1] over 'heap: 10 MB/h'"), led by its amount where the judged
+    window is short ("rss +14.9 MB in 1.62s (+33.1 GB/h [1.22, 126]) over 'rss: 50
+    MB/h'"), a process ending's first reason, or how many budgets held."""
     judged = judged_budgets(summary)
     failing = convicting(judged)
     if not failing:
@@ -108,4 +125,7 @@ def convicting_signal(summary: Summary) -> str:
     if first.kind == "level" or metric is None or not math.isfinite(metric.value):
         return first.reason
     rate = format_growth(metric.value, list(metric.ci) if metric.ci else None, metric.unit)
+    amount = first.amount_first()
+    if amount:  # seconds of samples: what grew leads, the hourly rate follows
+        return f"{first.series} {amount} ({rate}) over {first.text!r}"
     return f"{first.series} {rate} over {first.text!r}"

@@ -18,10 +18,12 @@ from harness.runfiles.rundata import Series, clean, ops_series, outside
 from reports.render.downsample import envelope
 from reports.render.figure import (
     COLOURS,
-    WARMUP_COLOUR,
+    WINDOW_COLOUR,
+    WINDOW_HATCH,
     TimeScale,
     corner_text,
     count_axis,
+    legend_outside,
     new_figure,
     save,
     shade_warmup,
@@ -94,8 +96,12 @@ def _panel(axes: Axes, model: RunModel, judged: JudgedBudget, series: Series,
         budget = fit.at(ends[:1])[0] + judged.limit / 3600.0 * (ends - ends[0])
         axes.plot(scale(ends), budget / divisor, color=BUDGET_COLOUR, ls=":", lw=1.6,
                   label=f"budget {judged.text} (slope from the fit's start)")
-        corner_text(axes, f"{judged.series} {format_growth(fit.per_h, fit.ci, judged.unit)}"
-                    f"; {judged.amount()}", STATUS_COLOURS.get(judged.status, "#24292f"))
+        rate = format_growth(fit.per_h, fit.ci, judged.unit)
+        # Over a short window the amount leads: the hourly rate is an extrapolation.
+        badge = (f"{judged.amount()}; {rate}" if judged.amount_first()
+                 else f"{rate}; {judged.amount()}")
+        corner_text(axes, f"{judged.series} {badge}", STATUS_COLOURS.get(judged.status,
+                                                                          "#24292f"))
     elif judged.kind == "level":
         axes.axhline(judged.limit / divisor, color=BUDGET_COLOUR, ls=":", lw=1.6,
                      label=f"budget {judged.text}")
@@ -105,7 +111,7 @@ def _panel(axes: Axes, model: RunModel, judged: JudgedBudget, series: Series,
     axes.set_ylabel(f"{judged.series} ({unit})" if unit else judged.series)
     if not is_bytes:
         count_axis(axes)
-    axes.legend(loc="lower right", fontsize=8)
+    legend_outside(axes)
     axes.grid(alpha=0.3)
 
 
@@ -136,6 +142,6 @@ def _series_label(judged: JudgedBudget) -> str:
 def _shade_windows(axes: Axes, scale: TimeScale, spans: list[tuple[float, float]],
                    last_s: float) -> None:
     for index, (start, end) in enumerate(spans):
-        axes.axvspan(scale.at(start), scale.at(min(end, last_s)), color=WARMUP_COLOUR,
-                     alpha=0.3, lw=0,
+        axes.axvspan(scale.at(start), scale.at(min(end, last_s)), facecolor=WINDOW_COLOUR,
+                     edgecolor=WINDOW_COLOUR, alpha=0.25, lw=0, hatch=WINDOW_HATCH,
                      label=None if index else "allocation window (its samples judge nothing)")

@@ -20,6 +20,7 @@ from reports.render.figure import (
     TimeScale,
     corner_text,
     count_axis,
+    legend_outside,
     new_figure,
     save,
     shade_warmup,
@@ -71,7 +72,7 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
     axes.set_title(f"Memory of the worker: {model.title}")
     axes.set_xlabel(scale.label)
     axes.set_ylabel(f"memory ({unit})")
-    axes.legend(loc="lower right", fontsize=9)
+    legend_outside(axes, fontsize=9)
     axes.grid(alpha=0.3)
     return save(figure, path)
 

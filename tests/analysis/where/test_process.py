@@ -42,7 +42,7 @@ def test_threads_that_grow_are_named_by_the_function_they_run() -> None:
     result = summarize(run, budgets("threads: 100 /h", "fds: 100 /h"), calibration=NONE)
     (finding,) = where_of(result)
     assert result.verdict == "leak" and finding["signal"] == "threads"
-    assert finding["text"].startswith("threads grow ~17")  # 1800 /h, Sen slope of steps
+    assert finding["text"].startswith("threads grow ~1,7")  # 1800 /h, Sen slope of steps
     assert "started and never joined" in finding["text"]
     assert finding["text"].endswith("live threads run: 10 Flush.run (cache.py:12)")
     census = run.event("resources")
