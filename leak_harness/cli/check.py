@@ -103,7 +103,8 @@ class CheckCommand:
             return 0
         if shard is not None:  # which shard this machine resolved to, before anything runs
             print(f"{shard}: {len(cells)} of {total} cells: "
-                  f"{', '.join(c.label for c in cells)}", flush=True)
+                  f"{', '.join(c.label for c in cells)}",
+                  file=sys.stderr if args.json else sys.stdout, flush=True)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
             code, suite = self._run_cells(cells, options, args, not_applicable)

@@ -89,3 +89,16 @@ def test_an_out_of_range_ci_index_names_its_variable_and_base() -> None:
     with pytest.raises(Exception, match="LEAK_HARNESS_SHARD_INDEX counts from 1"):
         resolve_shard("auto", {"LEAK_HARNESS_SHARD_INDEX": "0", "LEAK_HARNESS_SHARD_COUNT": "4"})
     assert str(resolve_shard("3/4")) == "shard 3/4"
+
+
+def test_with_json_the_shard_line_goes_to_stderr_and_stdout_stays_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    ran: list[list[str]],
+) -> None:
+    no_ci(monkeypatch)
+    monkeypatch.setattr(check, "suite_json", lambda suite, code: {"exit_code": code})
+    assert main(["check", "--shard", "1/4", "--json", "--no-history",
+                 "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == '{\n  "exit_code": 0\n}'
+    assert captured.err.startswith("shard 1/4: ")
