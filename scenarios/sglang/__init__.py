@@ -95,6 +95,19 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
                          f"handle-based lifecycle are not driven by this target yet")
 
 
+def declines(options: Mapping[str, Any]) -> str | None:
+    """Why this target does not run a scenario with these cache options (None: it does).
+
+    ``leak-harness check --target sglang`` makes such cells n/a before any worker starts."""
+    family = family_of(options)
+    if family in UNMAPPED:
+        return UNMAPPED[family]
+    if int(options.get("page_size", 1) or 1) != 1:
+        return ("paged KV (page_size > 1, the dLLM scenario) needs SGLang's paged-extend "
+                "allocation inputs, which this target does not build")
+    return None
+
+
 def describe() -> str:
     """One line for a doctor: the release the target runs and where it comes from."""
     try:
@@ -107,3 +120,4 @@ def describe() -> str:
 
 make.regressions = ()  # type: ignore[attr-defined]
 make.describe = describe  # type: ignore[attr-defined]
+make.declines = declines  # type: ignore[attr-defined]

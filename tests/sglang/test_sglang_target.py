@@ -74,6 +74,16 @@ def test_family_from_the_scenario_options() -> None:
     assert family_of({"kv_size": 8192, "family": "unified-full"}) == "unified-full"
 
 
+def test_declines_the_unmapped_scenarios() -> None:
+    from scenarios.sglang import declines
+
+    assert declines({"kv_size": 8192}) is None
+    assert declines({"mamba_size": 48, "swa_size": 2048, "sliding_window": 64}) is None
+    assert "host tier" in str(declines({"kv_size": 2048, "host_size": 4096}))
+    assert "PP" in str(declines({"mamba_size": 64, "pp_world_size": 2}))
+    assert "page_size" in str(declines({"kv_size": 32768, "page_size": 16}))
+
+
 def test_a_wrong_release_folder_is_one_sentence(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
     monkeypatch.setenv(glue.ENV_VAR, str(tmp_path / "nowhere"))
