@@ -6,11 +6,14 @@ as books that come up short at idle (``idle_pool_mismatch``); the count says
 nothing of which call took the slots. The ledger wraps, on the instance, the
 ``alloc`` and ``free`` of each allocator the cache names in its optional
 ``pool_allocators()`` and remembers, per live slot id, the allocating call site
-(the frames into the code under test, interned: one tuple per distinct stack,
-shared by every slot of a call), the request the call served (a ``req`` or
-``run`` local of the first frame that has one) and when. ``free`` forgets the
-ids. Nothing else is kept per slot, and nothing is walked until the books are
-short.
+(the frames into the code under test, interned: one index per distinct stack),
+the request the call served (a ``req`` or ``run`` local of the first frame that
+has one) and when, packed into one int64 per slot of a tensor as long as the
+pool; ``free`` clears the ids. Requests live in a ring of fixed size indexed by
+their id's hash, with their first few lifecycle events. So the ledger allocates
+no Python object per slot or per request: its memory does not grow while the
+cache fills (a fixed run's ``py_blocks`` would see it), and nothing is walked
+until the books are short.
 
 At an idle moment whose books are short on a pool, the lost slots are the ledger's
 live ids less those the cache's own structure holds (its optional
@@ -32,67 +35,94 @@ no provenance, and its books still judge it.
 from __future__ import annotations
 
 import sys
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import count, repeat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from types import CodeType, FrameType
 from typing import Any
+
+import torch
 
 from harness.worker.frames import short
 
 STACK_DEPTH = 4  # frames kept per site, innermost first, up to the scenario driver
 RID_DEPTH = 8  # frames searched for the request an allocation serves
-EVENTS_KEPT = 8192  # requests whose lifecycle events are remembered (a ring)
+RING = 1 << 13  # requests remembered (by their id's hash), with their events
+EVENTS = 4  # lifecycle events kept per request (the last ones): the first after an
+# allocation is the path of the slots it allocated
+SITE_BITS = RID_BITS = 13
+MAX_SITES = (1 << SITE_BITS) - 1  # stacks past this many share the last index
 GROUPS_SHOWN = 3
 REQUESTS_SHOWN = 5
+READ_EVERY_S = 0.5  # the lost slots are worked out at most this often
 DRIVER = ("/scenarios/workloads/",)  # the harness's scheduler: where the stack stops
 REQUEST_LOCALS = ("req", "run", "waiting")  # locals that hold the request being served
-
-Entry = tuple[int, Any, int]  # (site index, request id or None, allocation sequence number)
+UNKNOWN_RID = -1
 
 
 class PoolLedger:
-    """Live slot ids of one allocator, each with the site and request that took it."""
+    """Per slot id of one allocator: -1 when free, else (alloc seq, site, request) packed."""
 
     def __init__(self, name: str, allocator: Any, owner: SlotLedger) -> None:
         self.name = name
-        self.live: dict[int, Entry] = {}
+        self.packed = torch.full((int(getattr(allocator, "size", 0) or 0) + 1,), -1,
+                                 dtype=torch.int64)
         self._owner = owner
         self.active = _wrap(allocator, "alloc", self._alloc) and _wrap(
             allocator, "free", self._free)
 
     def _alloc(self, result: Any) -> None:
-        ids = _ids(result)
-        if ids:
-            self.live.update(dict.fromkeys(ids, self._owner.entry(sys._getframe(2))))
+        ids = _tensor(result)
+        if ids is not None and ids.numel():
+            self._fit(ids)
+            self.packed[ids] = self._owner.entry(sys._getframe(2))
 
     def _free(self, ids: Any) -> None:
-        deque(map(self.live.pop, _ids(ids), repeat(None)), maxlen=0)
+        tensor = _tensor(ids)
+        if tensor is not None and tensor.numel():
+            self._fit(tensor)
+            self.packed[tensor] = -1
+
+    def _fit(self, ids: torch.Tensor) -> None:
+        top = int(ids.max()) + 1
+        if top > self.packed.numel():  # ids past the allocator's size (a padding slot)
+            more = torch.full((top - self.packed.numel(),), -1, dtype=torch.int64)
+            self.packed = torch.cat((self.packed, more))
+
+    def live(self) -> torch.Tensor:
+        return (self.packed >= 0).nonzero().flatten()
 
 
 class SlotLedger:
     def __init__(self, cache: Any) -> None:
         allocators = _call(cache, "pool_allocators") or {}
-        self._held: Callable[[], Mapping[str, Any]] | None = (
-            getattr(cache, "held_slots", None) if callable(getattr(cache, "held_slots", None))
-            else None)
-        self.pools = {name: PoolLedger(str(name), allocator, self)
-                      for name, allocator in dict(allocators).items()}
-        self.pools = {name: pool for name, pool in self.pools.items() if pool.active}
+        held = getattr(cache, "held_slots", None)
+        self._held: Callable[[], Mapping[str, Any]] | None = held if callable(held) else None
+        pools = {str(name): PoolLedger(str(name), allocator, self)
+                 for name, allocator in dict(allocators).items()}
+        self.pools = {name: pool for name, pool in pools.items() if pool.active}
         self.active = bool(self.pools) and self._held is not None
         self._sites: dict[tuple[tuple[str, int, str], ...], int] = {}
         self._stacks: list[tuple[str, ...]] = []
-        self._seq = count()
-        self._events: OrderedDict[Any, list[tuple[int, str]]] = OrderedDict()
-        self._told: dict[tuple[str, int, int], str] = {}  # (pool, id, seq) -> path, once found
+        self._seq = 0
+        # The ring of requests, preallocated: its slots are replaced, never added.
+        self._rids: list[Any] = [object() for _ in range(RING)]
+        self._since = torch.zeros(RING, dtype=torch.int64)  # seq the request took the slot
+        self._events = torch.full((RING, EVENTS), -1, dtype=torch.int64)  # seq << 8 | path
+        self._counts = [0] * RING
+        self._paths: list[str] = []
         self._request_local: dict[CodeType, str | None] = {}
+        self._read_at = -READ_EVERY_S
+        # A lost slot's request and path once found (only lost slots: bounded by the pools)
+        self._told: dict[tuple[str, int, int], tuple[Any, str]] = {}
         self.lost: list[dict[str, Any]] = []  # the latest short idle moment's findings
 
     # ------------------------------------------------------------------ recording
-    def entry(self, frame: FrameType | None) -> Entry:
-        """The site and request of an allocation whose caller is ``frame``."""
+    def entry(self, frame: FrameType | None) -> int:
+        """The packed site, request and sequence number of an allocation whose caller
+        is ``frame``."""
         key: list[tuple[str, int, str]] = []
-        rid = None
+        rid: Any = None
         depth = 0
         while frame is not None and depth < RID_DEPTH:
             code = frame.f_code
@@ -108,9 +138,26 @@ class SlotLedger:
         stack = tuple(key)
         site = self._sites.get(stack)
         if site is None:
-            site = self._sites[stack] = len(self._stacks)
-            self._stacks.append(tuple(f"{short(f)}:{line} in {name}" for f, line, name in stack))
-        return site, rid, next(self._seq)
+            site = min(len(self._stacks), MAX_SITES)
+            if site < MAX_SITES:
+                self._sites[stack] = site
+                self._stacks.append(tuple(f"{short(f)}:{line} in {name}"
+                                          for f, line, name in stack))
+        self._seq += 1
+        slot = self._slot(rid) if rid is not None else (1 << RID_BITS) - 1
+        return (self._seq << (SITE_BITS + RID_BITS)) | (site << RID_BITS) | slot
+
+    def _slot(self, rid: Any) -> int:
+        """The ring slot of request ``rid``, taken over (events cleared) if another held it."""
+        slot = hash(rid) & (RING - 1)
+        if slot == RING - 1:
+            slot -= 1  # the last index means "no request"
+        if self._rids[slot] != rid:
+            self._rids[slot] = rid
+            self._since[slot] = self._seq
+            self._events[slot] = -1
+            self._counts[slot] = 0
+        return slot
 
     def _request_of(self, frame: FrameType) -> Any:
         code = frame.f_code
@@ -126,12 +173,15 @@ class SlotLedger:
 
     def event(self, rid: Any, what: str) -> None:
         """Something happened to request ``rid``: it left by a path, or its admission failed."""
-        events = self._events.get(rid)
-        if events is None:
-            events = self._events[rid] = []
-            if len(self._events) > EVENTS_KEPT:
-                self._events.popitem(last=False)
-        events.append((next(self._seq), what))
+        self._seq += 1
+        slot = self._slot(rid)
+        n = self._counts[slot]
+        if what not in self._paths:
+            self._paths.append(what)
+        if n >= EVENTS:  # keep the last ones: a request retracted again and again
+            self._events[slot, :-1] = self._events[slot, 1:].clone()
+        self._events[slot, min(n, EVENTS - 1)] = (self._seq << 8) | self._paths.index(what)
+        self._counts[slot] = n + 1
 
     # ------------------------------------------------------------------ at idle
     def read(self, short: Mapping[str, int], waiting: Iterable[Any]) -> None:
@@ -141,66 +191,91 @@ class SlotLedger:
         if not short_pools:
             self.lost = []
             return
+        now = time.monotonic()
+        if self.lost and now - self._read_at < READ_EVERY_S:
+            return
+        self._read_at = now
         held = dict(self._held() if self._held is not None else {})
         owned = _waiting_owned(waiting)
         lost = []
         for name, short_by in short_pools.items():
             if name not in held:
                 continue
-            keep = set(_ids(held[name])) | owned.get(name, set())
-            gone = [(i, e) for i, e in self.pools[name].live.items() if i not in keep]
-            lost.append(self._grouped(name, short_by, gone))
+            pool = self.pools[name]
+            live = pool.live()
+            tree = _tensor(held[name])
+            keep = torch.cat([tree if tree is not None else _EMPTY, *owned.get(name, [])])
+            gone = live[~torch.isin(live, keep)] if keep.numel() else live
+            lost.append(self._grouped(name, short_by, gone.tolist(),
+                                      pool.packed[gone].tolist()))
         self.lost = lost
 
-    def _grouped(self, pool: str, short_by: int, gone: Sequence[tuple[int, Entry]]
+    def _grouped(self, pool: str, short_by: int, ids: list[int], entries: list[int]
                  ) -> dict[str, Any]:
         groups: Counter[tuple[int, str]] = Counter()
-        requests: dict[tuple[int, str], list[Any]] = {}
-        for slot, (site, rid, seq) in gone:
-            path = self._path(pool, slot, rid, seq)
+        requests: dict[tuple[int, str], list[str]] = {}
+        for slot_id, packed in zip(ids, entries, strict=True):
+            seq = packed >> (SITE_BITS + RID_BITS)
+            site = (packed >> RID_BITS) & ((1 << SITE_BITS) - 1)
+            told = self._told.get((pool, slot_id, seq))
+            if told is None:
+                told = self._path(packed & ((1 << RID_BITS) - 1), seq)
+                if told[1] not in ("unknown", "no exit recorded"):  # known for good
+                    self._told[pool, slot_id, seq] = told
+            rid, path = told
             groups[site, path] += 1
             shown = requests.setdefault((site, path), [])
-            if rid is not None and len(shown) < REQUESTS_SHOWN and rid not in shown:
-                shown.append(rid)
-        return {"pool": pool, "short": short_by, "found": len(gone), "groups": [
-            {"site": self._stacks[site][0] if self._stacks[site] else "unknown",
-             "stack": list(self._stacks[site]), "exit": path, "slots": n,
-             "requests": [str(r) for r in requests[site, path]]}
+            if rid is not None and len(shown) < REQUESTS_SHOWN and str(rid) not in shown:
+                shown.append(str(rid))
+        return {"pool": pool, "short": short_by, "found": len(entries), "groups": [
+            {"site": self._site_text(site), "stack": list(self._stack(site)), "exit": path,
+             "slots": n, "requests": requests[site, path]}
             for (site, path), n in groups.most_common(GROUPS_SHOWN)]}
 
-    def _path(self, pool: str, slot: int, rid: Any, seq: int) -> str:
-        told = self._told.get((pool, slot, seq))
-        if told is not None:
-            return told
-        path = next((what for when, what in self._events.get(rid, ()) if when > seq), None)
-        if path is None:  # nothing happened to it since, or too long ago to remember
-            return "no exit recorded" if rid is None or rid in self._events else "unknown"
-        self._told[pool, slot, seq] = path
-        if len(self._told) > 4 * EVENTS_KEPT:
-            self._told.clear()
-        return path
+    def _stack(self, site: int) -> tuple[str, ...]:
+        return self._stacks[site] if site < len(self._stacks) else ()
+
+    def _site_text(self, site: int) -> str:
+        stack = self._stack(site)
+        return stack[0] if stack else "an allocation outside the code under test"
+
+    def _path(self, slot: int, seq: int) -> tuple[Any, str]:
+        """The request of a slot allocated at ``seq`` and the first thing that happened
+        to it afterwards."""
+        if slot == RING - 1:
+            return None, "no request"
+        if int(self._since[slot]) > seq:  # another request took the ring slot since
+            return None, "unknown"
+        events = [e for e in self._events[slot].tolist() if e >= 0]
+        after = [e for e in events if e >> 8 > seq]
+        if not after:
+            return self._rids[slot], "no exit recorded"
+        if self._counts[slot] > EVENTS and after[0] == events[0]:  # earlier ones dropped
+            return self._rids[slot], "unknown"
+        return self._rids[slot], self._paths[after[0] & 0xFF]
 
 
-def _waiting_owned(waiting: Iterable[Any]) -> dict[str, set[int]]:
+_EMPTY = torch.empty(0, dtype=torch.int64)
+
+
+def _waiting_owned(waiting: Iterable[Any]) -> dict[str, list[torch.Tensor]]:
     """The slots waiting requests own: their KV indices (full pool) and state slot (mamba)."""
-    owned: dict[str, set[int]] = {"full": set(), "mamba": set()}
+    owned: dict[str, list[torch.Tensor]] = {"full": [], "mamba": []}
     for req in waiting:
-        owned["full"].update(_ids(getattr(req, "kv_indices", None)))
-        owned["mamba"].update(_ids(getattr(req, "state_slot", None)))
+        for pool, field in (("full", "kv_indices"), ("mamba", "state_slot")):
+            ids = _tensor(getattr(req, field, None))
+            if ids is not None:
+                owned[pool].append(ids)
     return owned
 
 
-def _ids(value: Any) -> list[int]:
-    """Slot ids as ints, from an int tensor, a list of them, an int, or None."""
+def _tensor(value: Any) -> torch.Tensor | None:
+    """Slot ids as a flat int64 tensor, from a tensor, a list of ints, an int, or None."""
     if value is None:
-        return []
-    if isinstance(value, int):
-        return [value]
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        out = tolist()
-        return out if isinstance(out, list) else [out]
-    return [int(v) for v in value]
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.reshape(-1).to(torch.int64)
+    return torch.as_tensor(value, dtype=torch.int64).reshape(-1)
 
 
 def _call(obj: Any, name: str) -> Any:

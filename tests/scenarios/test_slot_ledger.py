@@ -54,8 +54,8 @@ def test_a_fixed_cache_has_nothing_lost_and_the_ledger_forgets_freed_slots() -> 
     assert ledger is not None and ledger.lost == []
     cache: Any = s.cache
     # Live in the ledger = what the pool has handed out and not taken back.
-    assert len(ledger.pools["full"].live) == cache.kv_pool.used_size()
-    assert len(ledger.pools["mamba"].live) == cache.mamba_pool.used_size()
+    assert ledger.pools["full"].live().numel() == cache.kv_pool.used_size()
+    assert ledger.pools["mamba"].live().numel() == cache.mamba_pool.used_size()
 
 
 def test_a_cache_without_the_protocol_gets_no_ledger() -> None:
