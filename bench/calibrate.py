@@ -151,6 +151,13 @@ def replaced(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             "how": f"{old.get('how')}; {what} replaced: {new['how']}", "signals": signals}
 
 
+def shortest_window(old: dict[str, Any], new: dict[str, Any]) -> float:
+    """The shorter of two calibrations' shortest measured windows (a file without one
+    does not say; harness.analysis.calibration)."""
+    known = [float(d["shortest_window_s"]) for d in (old, new) if d.get("shortest_window_s")]
+    return min(known, default=0.0)
+
+
 def dump(document: dict[str, Any]) -> str:
     """JSON with one line per signal and scenario, so a diff shows what moved."""
     head = {k: v for k, v in document.items() if k != "signals"}
@@ -187,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     if not signals or any(name not in SIGNALS for name in signals):
         parser.error(f"--signals takes names among {', '.join(SIGNALS)}; got {args.signals!r}")
     if args.add is not None:
-        both = added(json.loads(args.out.read_text(encoding="utf-8")),
-                     json.loads(args.add.read_text(encoding="utf-8")))
+        old = json.loads(args.out.read_text(encoding="utf-8"))
+        extra = json.loads(args.add.read_text(encoding="utf-8"))
+        both = {**added(old, extra), "shortest_window_s": shortest_window(old, extra)}
         args.out.write_text(dump(both), encoding="utf-8")
         print(f"{args.add}'s points added to {args.out}")
         return 0
@@ -203,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
            f"--jobs {args.jobs} --signals {','.join(signals)}; one point per fixed run: "
            f"its judged window and "
            f"{MARGIN} x the growth its lower 95% bound confirms over it")
-    document: dict[str, Any] = {"format": FORMAT, "measured": now, "how": how,
-                                "signals": calibration(points)}
-    if args.merge:
-        document = merged(json.loads(args.out.read_text(encoding="utf-8")), document, names)
-    elif args.replace:
-        document = replaced(json.loads(args.out.read_text(encoding="utf-8")), document)
+    # The measured window of the shortest runs: what a run must be about as long as for
+    # its memory growth to be judged against these amounts.
+    shortest = min(parse_duration(d) - parse_duration(load_scenario(n).warmup)
+                   for d in durations for n in names)
+    document: dict[str, Any] = {"format": FORMAT, "shortest_window_s": round(shortest, 1),
+                                "measured": now, "how": how, "signals": calibration(points)}
+    if args.merge or args.replace:
+        old = json.loads(args.out.read_text(encoding="utf-8"))
+        new = merged(old, document, names) if args.merge else replaced(old, document)
+        document = {**new, "shortest_window_s": shortest_window(old, document)}
     args.out.write_text(dump(document), encoding="utf-8")
     print(f"calibration written to {args.out}")
     return 0

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from harness.analysis.calibration import short_run_warning
 from harness.configure import BudgetOverrides, duration_from, scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
@@ -89,6 +90,14 @@ class LeakRunner:
         self.base = results / re.sub(r"[^\w.-]+", "_", node.nodeid)
         self.duration = duration
         self.runs = 0
+        self.node = node
+
+    def say(self, line: str) -> None:
+        """A line on the terminal, under the test's id (not a Python warning, which a
+        project's ``filterwarnings = error`` would turn into a failure)."""
+        reporter = self.node.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"\n{self.node.nodeid}: {line}", yellow=True)
 
     def __call__(
         self,
@@ -116,6 +125,11 @@ class LeakRunner:
         )
         if config.path.exists():
             shutil.rmtree(config.path)  # a re-run of the same test starts clean
+        warning = short_run_warning(config.duration_s, config.warmup_s,
+                                    "duration=" if duration else "--leak-duration"
+                                    if self.duration else f"{scenario}'s check duration")
+        if warning is not None:
+            self.say(warning)
         outcome = run(config)
         _write_report(outcome)
         if outcome.verdict == INTERRUPTED:

@@ -18,6 +18,17 @@ run's noise. Points measured before 2026-12-02 23:00 UTC hold the whole judged
 growth (a larger amount: the bound is below the slope) until they are
 measured again; the file's ``how`` says which. ``"*"`` pools every scenario's
 points, for scenarios without points of their own.
+
+``shortest_window_s`` is the measured window (duration less warm-up) of the
+calibration's shortest runs: 18 s, of ``make calibrate``'s 20 s runs. The
+allowances say nothing of a window much shorter: its wander (RSS faulting in a
+page, an arena the allocator grows) was never measured, and the shortest
+windows' amount taken as it is let the healthy ``radix-steady`` be called a
+``leak`` at 5-6 s in 6 of 12 runs on a loaded machine (a 21 KB allowance of
+18 s against 3.5 s of heap samples). So memory growth over a window shorter
+than :attr:`Calibration.judged_from_s` (COMPARABLE times it: "as long" as
+those runs, in the sense the points already use) confirms no leak
+(:mod:`harness.analysis.runview`, rule short-run).
 """
 
 from __future__ import annotations
@@ -55,6 +66,13 @@ class Calibration:
 
     signals: dict[str, dict[str, Points]]
     source: str = ""
+    shortest_window_s: float = 0.0  # measured window of the shortest runs (0: not known)
+
+    @property
+    def judged_from_s(self) -> float:
+        """The shortest measured window whose memory growth the allowances speak for
+        (0: any, when the calibration does not say how long its runs were)."""
+        return COMPARABLE * self.shortest_window_s
 
     def points(self, signal: str, scenario: str) -> Points:
         if scenario == UNCALIBRATED:
@@ -119,7 +137,26 @@ def parse(data: Any, source: str) -> Calibration:
         for points in signals[signal].values():
             if any(not (math.isfinite(w) and w > 0 and math.isfinite(a)) for w, a in points):
                 raise ValueError(f"{source}: {signal} has a point that is not a finite window.")
-    return Calibration(signals, source)
+    shortest = data.get("shortest_window_s", 0.0)
+    if not isinstance(shortest, (int, float)) or not math.isfinite(shortest) or shortest < 0:
+        raise ValueError(f"{source}: shortest_window_s must be a window in seconds.")
+    return Calibration(signals, source, float(shortest))
+
+
+def short_run_warning(duration_s: float | None, warmup_s: float,
+                      where: str = "--duration") -> str | None:
+    """One line for a run whose duration leaves a measured window under the shipped
+    calibration's (:attr:`Calibration.judged_from_s`): its memory growth can make it
+    suspicious, never a leak. None for a run long enough, or bounded by ops alone."""
+    needed = load_calibration().judged_from_s
+    if duration_s is None or duration_s - warmup_s >= needed:
+        return None
+    run_s = math.ceil(warmup_s + needed)
+    measured = max(duration_s - warmup_s, 0.0)
+    return (f"warning: {where} {duration_s:g}s measures {measured:g}s after its {warmup_s:g}s "
+            f"warm-up, under the {needed:g}s the fixed caches' healthy growth is calibrated "
+            f"over: memory growth can make it suspicious, never a leak (crashes, the pools' "
+            f"books and levels still convict); run at least {run_s}s to judge growth.")
 
 
 @cache

@@ -9,6 +9,7 @@ import threading
 from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 
+from harness.analysis.calibration import short_run_warning
 from harness.api import load_callable
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
@@ -25,7 +26,7 @@ from harness.parent.shards import (
 )
 from harness.registry import load_scenario, scenario_names
 from harness.suite import Suite, judge_suite
-from harness.units import format_duration
+from harness.units import format_duration, parse_duration
 from leak_harness.cli.base import check_target_spec, interrupts, target_import_hint
 from leak_harness.cli.check_view import make_view
 from leak_harness.cli.report_drawer import ReportDrawer
@@ -116,6 +117,9 @@ class CheckCommand:
                    not_applicable: list[str]) -> tuple[int, Suite]:
         for sentence in not_applicable:
             print(sentence)
+        warning = short_cells_warning(cells, options)
+        if warning:  # an injected cell caught by growth alone would be WRONG: said first
+            print(warning)
         cancel = threading.Event()
         with interrupts(cancel, raise_interrupt=False) as signals, make_view(cells) as view, \
                 ReportDrawer(view) as drawer:
@@ -161,6 +165,20 @@ def print_plan(cells: list[Cell], total: int, shard: Shard | None, options: Chec
     wall = max(work / options.jobs, max(seconds, default=0.0))
     print(f"expected: {format_duration(work)} of cells, about {format_duration(wall)} of wall "
           f"time at -j {options.jobs}, plus the suite report at the end.")
+
+
+def short_cells_warning(cells: list[Cell], options: CheckOptions) -> str | None:
+    """One line when some cell runs too short for memory growth to convict
+    (:func:`harness.analysis.calibration.short_run_warning`), naming how many."""
+    short = [(cell, warning) for cell in cells
+             if (warning := short_run_warning(
+                 cell_duration(cell, options), parse_duration(cell.scenario.warmup),
+                 "--duration" if options.duration_s is not None
+                 else f"{cell.scenario.name}'s check duration"))]
+    if not short:
+        return None
+    first = short[0][1]
+    return first if len(short) == 1 else f"{first} ({len(short)} of {len(cells)} cells)"
 
 
 def suite_json(suite: Suite, code: int) -> dict[str, object]:

@@ -13,6 +13,7 @@ import threading
 from contextlib import redirect_stdout
 from pathlib import Path
 
+from harness.analysis.calibration import short_run_warning
 from harness.api import Scenario
 from harness.config import DEFAULT_HEARTBEAT_S, GC_MODES, RunConfig
 from harness.configure import duration_from, scenario_config
@@ -56,6 +57,9 @@ class RunCommand:
         prepare_rundir(config)  # an unwritable --out fails before anything is printed
         # With --json stdout carries the summary alone; people's text goes to stderr.
         human = sys.stderr if args.json else sys.stdout
+        warning = short_run_warning(config.duration_s, config.warmup_s)
+        if warning:  # growth cannot convict a run this short: said before it starts
+            print(warning, file=human)
         line = ProgressLine(human, scenario.name, live=human.isatty())
         line.begin(config)
         cancel = threading.Event()

@@ -55,7 +55,7 @@ def test_counters_that_rose_only_during_the_warm_up_were_not_seen() -> None:
 
 
 def test_a_confirmed_leak_stays_a_leak_and_a_crash_its_own_ending() -> None:
-    run = counting(set())
+    run = counting(set(), seconds=20.0)  # long enough for growth to convict (short-run)
     t = run.rss.t
     run.rss = Series(t, 2e8 + 50e9 / 3600.0 * t, "B")
     assert summarize(run, budgets("rss: 50 MB/h")).verdict == "leak"

@@ -11,13 +11,15 @@ measure it on such a worker: up to 4 MB over the window.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from harness.analysis.calibration import Calibration
+from harness.analysis.calibration import Calibration, load_calibration, short_run_warning
 from harness.analysis.summary import Analysis, summarize
 from harness.analysis.trend import growth
-from harness.runfiles.rundata import RunData
+from harness.runfiles.rundata import RunData, Series
 from harness.runfiles.summary import AnalysisDetails
 from tests.analysis.synth import HOUR, MB, ar1, budgets, pages, run_data, settling, times
 
@@ -124,3 +126,84 @@ def test_three_second_run_is_still_judged() -> None:
     assert trend is not None and trend.n >= 8
     analysis = judge(run_data(with_trim(t, v), warmup_end_s=2.0, loop_end_s=3.0))
     assert analysis.verdict == "leak"
+
+
+# -- Rule short-run: growth over a window shorter than the calibration's never convicts --
+
+SHIPPED = load_calibration()
+
+
+def heap_run(duration_s: float, per_h: float, seed: int = 0) -> RunData:
+    """A heap that grows ``per_h`` from the start, with wobble, after a 2 s warm-up."""
+    rng = np.random.default_rng(seed)
+    t = times(duration_s, 20.0)
+    heap = 80 * MB + per_h / HOUR * t + ar1(rng, t.size, 0.5, 2e3)
+    run = run_data((t, np.full(t.size, BASE)), warmup_end_s=2.0, loop_end_s=duration_s)
+    run.memory["heap"] = Series(t, heap, "B")
+    run.header["config"] = {"scenario": "radix-steady"}
+    return run
+
+
+def test_the_shipped_calibration_says_how_long_its_shortest_runs_measured() -> None:
+    # make calibrate's 20 s runs less their 2 s warm-up; "as long" is COMPARABLE of that.
+    assert SHIPPED.shortest_window_s == 18.0
+    assert SHIPPED.judged_from_s == pytest.approx(0.7 * 18.0)
+    heap_windows = [w for w, _ in SHIPPED.points("heap", "radix-steady")]
+    assert min(heap_windows) >= SHIPPED.judged_from_s  # no heap point was measured shorter
+
+
+def test_heap_growth_of_a_5s_run_is_suspicious_and_says_how_long_a_run_must_be() -> None:
+    """RELIABILITY-3 case 119: 66-135 MB/h of heap over 3.5 s, a leak in 6 runs of 12."""
+    analysis = summarize(heap_run(5.5, 100 * MB), budgets("heap: 10 MB/h"), calibration=SHIPPED)
+    assert analysis.verdict == "suspicious", analysis.reasons
+    rule = next(b.rule for b in analysis.details.budgets or ())
+    assert rule == "confirmed-growth-short-run"
+    assert "a run of at least 15s (--duration 15s) judges it" in analysis.reasons[0]
+    assert any(r.startswith("short run: the run measured 3.45s after its warm-up") and
+               "growth of heap can make it suspicious, never a leak" in r
+               for r in analysis.reasons)
+
+
+def test_the_same_growth_over_the_calibrated_length_is_a_leak_found_after_it() -> None:
+    analysis = summarize(heap_run(20.0, 100 * MB), budgets("heap: 10 MB/h"),
+                         calibration=SHIPPED)
+    assert analysis.verdict == "leak", analysis.reasons
+    assert not any(r.startswith("short run") for r in analysis.reasons)
+    # Time to detect replays the rule on prefixes: none shorter than the calibrated window.
+    assert analysis.time_to_detect_s is not None
+    assert analysis.time_to_detect_s >= 2.0 + SHIPPED.judged_from_s
+
+
+def test_a_short_run_is_still_convicted_by_a_level() -> None:
+    run = heap_run(5.0, 0.0)
+    t = run.rss.t
+    run.gauges["idle_pool_mismatch"] = Series(t, np.where(t > 2.5, 3.0, 0.0))
+    analysis = summarize(run, budgets("heap: 10 MB/h", "idle_pool_mismatch: <= 0"),
+                         calibration=SHIPPED)
+    assert analysis.verdict == "leak", analysis.reasons
+
+
+def test_a_calibration_that_does_not_say_its_run_length_judges_any_window() -> None:
+    unknown = Calibration(SHIPPED.signals, "old file")
+    analysis = summarize(heap_run(5.5, 100 * MB), budgets("heap: 10 MB/h"), calibration=unknown)
+    assert analysis.verdict == "leak"
+
+
+def test_a_short_duration_gets_a_warning_line_before_it_runs() -> None:
+    assert short_run_warning(20.0, 2.0) is None and short_run_warning(None, 2.0) is None
+    warning = short_run_warning(5.0, 2.0, "duration=")
+    assert warning is not None and warning.startswith(
+        "warning: duration= 5s measures 3s after its 2s warm-up, under the 12.6s")
+    assert warning.endswith("run at least 15s to judge growth.")
+
+
+def test_check_warns_once_when_its_cells_run_too_short_for_growth_to_convict() -> None:
+    from harness.parent.matrix import CheckOptions, plan
+    from harness.registry import load_scenario
+    from leak_harness.cli.check import short_cells_warning
+
+    cells = plan([load_scenario("radix-steady"), load_scenario("mamba-lru")])
+    assert short_cells_warning(cells, CheckOptions(out=Path("x"))) is None  # 20 s each
+    warning = short_cells_warning(cells, CheckOptions(out=Path("x"), duration_s=6.0))
+    assert warning is not None and warning.startswith("warning: --duration 6s measures 4s")
+    assert warning.endswith("(3 of 3 cells)")
