@@ -25,6 +25,7 @@ from harness.analysis.runview import (
     RunView,
     describe_resolution,
     describe_shapes,
+    describe_short_run,
 )
 from harness.analysis.seen import judge_seen, not_taken
 from harness.analysis.verdict import (
@@ -129,7 +130,8 @@ def summarize(
     verdict, reasons = combine([*judgements, *skips, *([unseen] if unseen else [])], outcome,
                                outcome_reason)
     shapes = describe_shapes(view, _judged_series(parsed))
-    reasons += shapes + describe_resolution(view) + not_taken(run)
+    reasons += (shapes + describe_short_run(view, parsed) + describe_resolution(view)
+                + not_taken(run))
     where = where_it_grows(run, parsed, judgements, _judged_rates(view, parsed))
     filling = [j for j in judgements if j.rule.endswith(FILLING_RULE)]
     if filling and verdict == "suspicious" and all(
