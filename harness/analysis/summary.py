@@ -127,8 +127,15 @@ def summarize(
     # have done the work its scenario exists for (harness.analysis.seen).
     unseen = None if outcome is not None else judge_seen(run, view.start_s, view.end_s,
                                                          view.scenario)
+    evidence = None
+    if outcome == "crashed" and _leak_before_crash(view, parsed, judgements):
+        # A budget convicted the run before the code under test raised (the end-of-run
+        # check after the books already did): a leak, the exception its evidence.
+        outcome, evidence = None, outcome_reason
     verdict, reasons = combine([*judgements, *skips, *([unseen] if unseen else [])], outcome,
                                outcome_reason)
+    if evidence is not None:  # first, where a process ending's reason goes
+        reasons = [evidence, *reasons]
     shapes = describe_shapes(view, _judged_series(parsed))
     reasons += (shapes + describe_short_run(view, parsed) + describe_resolution(view)
                 + not_taken(run))
@@ -209,6 +216,22 @@ def _judged_rates(view: RunView, budgets: Sequence[Budget]) -> dict[str, float]:
 
 def _judged_series(budgets: Sequence[Budget]) -> list[str]:
     return list(dict.fromkeys(["rss", *(b.metric for b in budgets if b.metric != GARBAGE)]))
+
+
+def _leak_before_crash(view: RunView, budgets: Sequence[Budget],
+                       judgements: Sequence[Judgement]) -> bool:
+    """Whether a budget confirmed a leak before the scenario's code raised: the raise was
+    the end-of-run check once the loop was over, or a shorter prefix of the samples
+    already gave ``leak``. Code that raised first (an assertion in the loop with no
+    leak confirmed before it) stays ``crashed``."""
+    crash = view.run.event("crash")
+    if crash is None or crash.get("where") in ("harness", "build") or not any(
+            j.status == "leak" for j in judgements):
+        return False
+    if crash.get("where") == "close":
+        return True
+    detected = _time_to_detect(view, budgets, "leak")
+    return detected is not None and detected < float(crash["t"])
 
 
 def _time_to_detect(view: RunView, budgets: Sequence[Budget], verdict: str) -> float | None:

@@ -71,6 +71,9 @@ def _headline(model: RunModel) -> list[str]:
     """Escaped lines: each failing budget with its amount, detection, the first culprit."""
     summary = model.summary
     failing = convicting(model.judged)
+    # Only budgets that confirmed a leak convict; a suspicious one beside them (an RSS
+    # growth its own reason says does not confirm a leak) is not named as convicting.
+    failing = [j for j in failing if j.status == "leak"] or failing
     lines = [f"<strong>Convicted by {esc(j.series)}</strong>: {esc(j.reason)}"
              + (f" <strong>({esc(j.amount())})</strong>" if j.amount() else "")
              for j in failing[:MAX_HEADLINE]]

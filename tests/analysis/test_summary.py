@@ -310,3 +310,32 @@ def test_without_an_allocator_signal_rss_judges_alone_as_before() -> None:
     t = times(20.0, 10.0)
     run = run_data((t, linear(t, 600 * MB, 300 * MB)))
     assert summarize(run, budgets("rss: 50 MB/h"), calibration=NONE).verdict == "leak"
+
+
+def level_leak_then_crash(where: str, crash_t: float) -> RunData:
+    """A gauge over its level from the tenth second, then a crash ``where`` at ``crash_t``."""
+    t = times(30, 1.0)
+    run = run_data((t, np.full(t.size, 1e9)),
+                   gauges={"idle_pool_mismatch": (t, np.where(t >= 10, 6.0, 0.0))})
+    run.events.append({"type": "event", "name": "crash", "t": crash_t, "where": where,
+                       "error": "AssertionError: mamba pool: 27 used != 26 in tree"})
+    return run
+
+
+def test_a_leak_the_books_confirmed_before_the_end_of_run_check_raised_reads_leak() -> None:
+    reason = "the scenario raised: AssertionError: mamba pool: 27 used != 26 in tree"
+    analysis = summarize(level_leak_then_crash("close", 30.0),
+                         budgets("idle_pool_mismatch: <= 0"), outcome="crashed",
+                         outcome_reason=reason)
+    assert analysis.verdict == "leak"
+    assert analysis.reasons[0] == reason  # the exception stays, as evidence
+    assert analysis.time_to_detect_s is not None and analysis.time_to_detect_s < 30
+
+
+def test_code_that_raised_before_any_budget_confirmed_a_leak_stays_crashed() -> None:
+    run = level_leak_then_crash("step", 30.0)
+    run.gauges["idle_pool_mismatch"] = Series(run.gauges["idle_pool_mismatch"].t,
+                                              np.zeros(30))
+    analysis = summarize(run, budgets("idle_pool_mismatch: <= 0"), outcome="crashed",
+                         outcome_reason="AssertionError: non-leaf")
+    assert analysis.verdict == "crashed"

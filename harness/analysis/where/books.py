@@ -17,6 +17,7 @@ from harness.analysis.where.common import Finding
 from harness.runfiles.records import LostGroup, NotesLine
 
 GROUPS_NAMED = 2  # beside the largest group, the next one's site and path
+NO_PATH = ("unknown", "no exit recorded", "no request")  # the ledger could not tell the path
 
 
 def book_findings(notes: Sequence[NotesLine]) -> list[Finding]:
@@ -32,11 +33,12 @@ def book_findings(notes: Sequence[NotesLine]) -> list[Finding]:
             more = "; ".join(_group_text(g) for g in groups[1:GROUPS_NAMED])
             found_n = int(pool.get("found", 0))
             short = int(pool.get("short", 0))
-            count = (f"{short} slots" if found_n == short
-                     else f"{short} slots ({found_n} allocated slots neither the cache nor a "
+            count = (_slots(short) if found_n == short
+                     else f"{_slots(short)} ({found_n} allocated slots neither the cache nor a "
                           f"waiting request holds)")
-            text = (f"{pool['pool']} pool: {count} lost at idle; {_group_text(first)}: "
-                    f"that exit path never frees what the call allocated"
+            why = ("" if first["exit"] in NO_PATH
+                   else ": that exit path never frees what the call allocated")
+            text = (f"{pool['pool']} pool: {count} lost at idle; {_group_text(first)}{why}"
                     + (f"; also {more}" if more else ""))
             found.append(Finding("books", "idle_pool_mismatch", text, site=str(first["site"]),
                                  stack=tuple(str(s) for s in first.get("stack") or ())))
@@ -48,5 +50,10 @@ def _group_text(group: LostGroup) -> str:
     caller = f" (called from {stack[1]})" if len(stack) > 1 else ""
     rids = ", ".join(str(r) for r in group.get("requests") or [])
     whose = f" for requests {rids}" if rids else ""
-    return (f"{group['slots']} allocated at {group['site']}{caller}{whose} that left by "
-            f"{group['exit']}")
+    path = (f" (exit path: {group['exit']})" if group["exit"] in NO_PATH
+            else f" that left by {group['exit']}")
+    return f"{_slots(int(group['slots']))} allocated at {group['site']}{caller}{whose}{path}"
+
+
+def _slots(n: int) -> str:
+    return f"{n} slot" if n == 1 else f"{n} slots"
