@@ -100,9 +100,10 @@ nightly-length: install ## the fixed caches and a 5 MB/h malloc leak judged at 3
 docs-numbers: install ## rewrite the marked numbers in README.md and docs/incidents.md from docs/benchmarks/*.json
 	$(PY) bench/docs_numbers.py
 
-lint: install ## ruff, mypy --strict and the nightly workflow against GitHub's schema
+lint: install ## ruff, mypy --strict, the nightly workflow and GitLab recipe against their schemas
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
 	$(VENV)/bin/mypy
 
 clean: ## remove run outputs and caches (keeps .venv)
