@@ -46,7 +46,11 @@ def test_the_gitlab_shards_run_in_parallel_and_the_merge_runs_whatever_they_foun
     assert "--no-history" in script and "--history results/history.sqlite" in script
     assert shard["artifacts"]["when"] == "always"
     # A shard that found a leak failed its job: the merge and the site come anyway.
-    assert merge["when"] == "always" and pages["when"] == "always"
+    for job in (merge, pages):
+        rules = pipeline[job["extends"]]["rules"]
+        assert [rule["when"] for rule in rules] == ["always"]
+    assert all("rules" in pipeline[job["extends"]] for job in (pipeline["history"], shard))
+    assert "workflow" not in pipeline  # an include must not change the rest of a pipeline
     assert {n["job"] for n in merge["needs"]} == {"history", "shard"}
     assert merge["resource_group"]  # one writer of the history at a time
     merged = "\n".join(merge["script"])
