@@ -54,9 +54,12 @@ from harness.analysis.where.sites import growing_sites, site_finding
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
 
-__all__ = ["CERTAINTY", "Finding", "Kept", "Site", "python_grows", "ranked", "where_it_grows"]
+__all__ = ["CERTAINTY", "Finding", "Kept", "Site", "gauge_finding", "python_grows", "ranked",
+           "where_it_grows"]
 
 FAILING = ("leak", "suspicious")
+DETACHED = "detached"  # a gauge of nodes detached from the tree but alive
+GAUGE_SUFFIXES = ("_len", "_length", "_size", "_count", "_entries")  # a gauge of a container
 ALLOCATED_SIGNALS = ("heap", "py_blocks", "rss", "uss")  # growth allocation windows can explain
 
 
@@ -103,27 +106,50 @@ def where_it_grows(
         found += tensor_findings(run.owners)
     if bytes_failing:
         found += owner_findings(run.owners)
-    if "cyclic_garbage" in failing or bytes_failing:
+    # Detached nodes alive are what a cycle keeps (seed incident 1): its path says who.
+    if "cyclic_garbage" in failing or bytes_failing or any(DETACHED in m for m in failing):
         found += cycle_findings(run.garbage_windows)
     found += resource_findings(run, failing, rates)
     if "locked_while_idle" in failing:
         found += lock_findings(run.notes)
     if "idle_pool_mismatch" in failing:  # the pool, the allocating site and the exit path
         found += book_findings(run.notes)
+    owners = [f for f in found if f.kind == "owner" and f.owner]
     for budget, judgement in zip(budgets, judgements, strict=True):
         if judgement.status in FAILING and budget.kind == "level":
-            found.append(Finding("level", budget.metric, judgement.reason))
+            found.append(gauge_finding(budget.metric, judgement.reason, owners))
     return ranked(found)
+
+
+def gauge_finding(metric: str, reason: str, owners: Sequence[Finding]) -> Finding:
+    """A broken level, with the object behind the gauge when an owner path runs through
+    an attribute of the gauge's name (``work_list`` -> ``PPSync.work_list``): the holder
+    path and what it holds. Else the level alone."""
+    names = {metric, *(metric.removesuffix(s) for s in GAUGE_SUFFIXES)}
+    for owner in owners:
+        path = str(owner.owner)
+        hops = [hop.strip() for hop in path.split("->")]
+        at = next((i for i, hop in enumerate(hops) if hop.rpartition(".")[2] in names
+                   and "." in hop), None)
+        if at is None:
+            continue
+        holder = " -> ".join(hops[:at + 1])
+        held = owner.text.partition(" is held by ")[0]
+        text = (f"{reason.rstrip('.')}: the gauge counts {hops[at]}, held by {holder} "
+                f"(it holds {' -> '.join(hops[at + 1:]) or 'them'}; {held})")
+        return Finding("gauge", metric, text, site=hops[at], owner=holder)
+    return Finding("level", metric, reason)
 
 
 # Most certain first: the site that allocated the slots the idle books miss, a crash site,
 # a named table or lock says what is wrong by itself
 # (a crash in the workload's end-of-run check, "closing", is a consequence: after the
 # books that showed the leak while it ran);
-# a cycle or a view names the attribute, which a broken level (a gauge) does not; a
+# a cycle or a view names the attribute; a broken level whose gauge an owner path
+# explains names its holder, which a bare broken level (a gauge) does not; a
 # site or an owner path is one sample of the growth; a native claim is what is left
 # when nothing else explains it.
-CERTAINTY = ("books", "crash", "table", "locks", "cycles", "tensors", "level", "closing",
+CERTAINTY = ("books", "crash", "table", "locks", "cycles", "tensors", "gauge", "level", "closing",
              "resources", "shared", "python", "owner", "native", "heap")
 
 
