@@ -102,10 +102,13 @@ class CheckCommand:
         if args.plan:
             print_plan(cells, total, shard, options, history, not_applicable)
             return 0
-        if shard is not None:  # which shard this machine resolved to, before anything runs
-            print(f"{shard}: {len(cells)} of {total} cells: "
-                  f"{', '.join(c.label for c in cells)}",
-                  file=sys.stderr if args.json else sys.stdout, flush=True)
+        # Which shard this machine resolved to and its cells, and how long they should
+        # take, before anything runs.
+        wall = format_duration(expected_wall(cells, options, history))
+        head = (f"{shard}: {len(cells)} of {total} cells: {', '.join(c.label for c in cells)}"
+                if shard is not None else f"{len(cells)} cell{'s' * (len(cells) != 1)}")
+        print(f"{head}; expected about {wall} of wall time at -j {options.jobs} (--plan lists "
+              "each cell's)", file=sys.stderr if args.json else sys.stdout, flush=True)
         # With --json stdout carries the suite alone; the matrix and notes go to stderr.
         with redirect_stdout(sys.stderr) if args.json else nullcontext():
             code, suite = self._run_cells(cells, options, args, not_applicable)
@@ -161,10 +164,17 @@ def print_plan(cells: list[Cell], total: int, shard: Shard | None, options: Chec
         print(f"  {cell.label:<{width}}  {format_duration(expect):>7}  {why}")
     for sentence in not_applicable:
         print(f"  {sentence}")
-    work = sum(seconds)
-    wall = max(work / options.jobs, max(seconds, default=0.0))
-    print(f"expected: {format_duration(work)} of cells, about {format_duration(wall)} of wall "
-          f"time at -j {options.jobs}, plus the suite report at the end.")
+    wall = expected_wall(cells, options, history)
+    print(f"expected: {format_duration(sum(seconds))} of cells, about {format_duration(wall)} "
+          f"of wall time at -j {options.jobs}, plus the suite report at the end.")
+
+
+def expected_wall(cells: list[Cell], options: CheckOptions,
+                  history: dict[tuple[str, str], float]) -> float:
+    """Seconds the cells should take at ``-j``: their expected lengths shared over the
+    jobs, never less than the longest (as ``--plan`` counts them)."""
+    seconds = [expected_seconds(c, cell_duration(c, options), history) for c in cells]
+    return max(sum(seconds) / options.jobs, max(seconds, default=0.0))
 
 
 def short_cells_warning(cells: list[Cell], options: CheckOptions) -> str | None:

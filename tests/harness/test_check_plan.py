@@ -80,7 +80,19 @@ def test_a_shard_says_which_it_resolved_to_and_its_cells_first(
     assert main(["check", "--shard", "auto", "--no-history", "--out", str(tmp_path)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(said)
-    assert first.endswith(": " + ", ".join(ran[0]))
+    assert f": {', '.join(ran[0])}; expected about " in first
+    assert first.endswith("of wall time at -j 1 (--plan lists each cell's)")
+
+
+def test_a_check_says_how_long_it_should_take_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    ran: list[list[str]],
+) -> None:
+    monkeypatch.setattr(check, "typical_seconds",
+                        lambda db: {("radix-steady", "fixed"): 42.0})
+    assert main(["check", "-k", "radix-steady", "-j", "2", "--out", str(tmp_path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "1 cell; expected about 42s of wall time at -j 2 (--plan lists each cell's)"
 
 
 def test_an_out_of_range_ci_index_names_its_variable_and_base() -> None:
