@@ -77,9 +77,11 @@ class DoctorCommand:
         if problems:
             print(f"{problems} problem(s): fix them, then run the scenarios.")
         elif not_exercised:
-            print(f"conforms, but {len(not_exercised)} of {len(names)} scenarios are not "
-                  f"exercised on this cache: {', '.join(not_exercised)} (a pass there "
-                  "says nothing of the paths they are for).")
+            one = len(not_exercised) == 1
+            print(f"conforms, but {len(not_exercised)} of {len(names)} scenarios "
+                  f"{'is' if one else 'are'} not exercised on this cache: "
+                  f"{', '.join(not_exercised)} (a pass there says nothing of the paths "
+                  f"{'it is' if one else 'they are'} for).")
         else:
             print(f"conforms: all {len(names)} scenarios ran.")
         return EXIT_PASS if not problems else EXIT_REGRESSION

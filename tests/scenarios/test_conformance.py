@@ -62,8 +62,9 @@ def test_the_second_example_with_its_own_request_type_conforms_in_every_scenario
     # The adapter takes no exit path and no overlap: those scenarios run, but not for
     # what they are for, and the doctor does not call them ok.
     skipped = [n for n in scenario_names() if n.endswith("-exits")] + ["radix-overlap"]
-    assert lines[-1].startswith(f"conforms, but {len(skipped)} of {len(lines) - 2} scenarios "
-                                f"are not exercised on this cache: {', '.join(sorted(skipped))}")
+    assert lines[-1] == (f"conforms, but {len(skipped)} of {len(lines) - 2} scenarios are not "
+                         f"exercised on this cache: {', '.join(sorted(skipped))} (a pass there "
+                         "says nothing of the paths they are for).")
     assert "radix-exits         NOT EXERCISED: none of its 6 exit paths is taken" in out
 
 
@@ -130,3 +131,15 @@ def test_a_target_that_does_not_import_from_here_gets_the_folder_hint(
             f"A target is imported from the folder leak-harness runs in ({tmp_path}), then "
             "PYTHONPATH: run it from the folder that holds 'nosuch_own_pkg'") in out
     assert out.count("PROBLEM") == 1  # said once, not under every scenario
+
+
+def test_one_scenario_not_exercised_is_said_in_the_singular(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["doctor", "--target", "examples.own_cache:make", "--seconds", "0.2",
+                 "radix-steady", "radix-overlap"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[-1] == ("conforms, but 1 of 2 scenarios is not exercised on this "
+                                    "cache: radix-overlap (a pass there says nothing of the "
+                                    "paths it is for).")
