@@ -96,7 +96,10 @@ class CheckCommand:
             shard = resolve_shard(args.shard)
             cells = deal_shard(cells, shard, options, history)
             if not cells:  # more shards than cells: this machine has nothing to do
-                print(f"{shard}: no cells ({total} cells over {shard.count} shards).")
+                print(f"{shard}: no cells ({total} cells over {shard.count} shards).",
+                      file=sys.stderr if args.json else sys.stdout)
+                if args.json:  # stdout carries the (empty) suite alone
+                    print(json.dumps({"ok": True, "exit_code": 0, "cells": []}, indent=2))
                 return 0
         cells, not_applicable = applicable_cells(cells, args.target)
         if args.plan:

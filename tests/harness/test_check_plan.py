@@ -3,6 +3,7 @@ and their expected time, said before anything runs (``--plan`` runs nothing)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,15 @@ def test_with_json_the_shard_line_goes_to_stderr_and_stdout_stays_json(
     captured = capsys.readouterr()
     assert captured.out.strip() == '{\n  "exit_code": 0\n}'
     assert captured.err.startswith("shard 1/4: ")
+
+
+def test_an_empty_shard_says_so_and_with_json_prints_an_empty_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    ran: list[list[str]],
+) -> None:
+    no_ci(monkeypatch)
+    assert main(["check", "-k", "radix-steady", "--shard", "2/2", "--json", "--no-history",
+                 "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert not ran and json.loads(captured.out) == {"ok": True, "exit_code": 0, "cells": []}
+    assert captured.err == "shard 2/2: no cells (1 cells over 2 shards).\n"
