@@ -80,6 +80,10 @@ class Scenario:
     # What ``build`` offers the cache factory (sizes, shapes: the cache family), so a
     # ``--target`` can say which scenarios it cannot run before any worker starts.
     cache_options: Mapping[str, Any] = field(default_factory=dict)
+    # Metrics whose declared budgets are judged whenever the run records them and
+    # skipped, with the reason said, when it does not: a gauge a cache publishes only
+    # with an optional call (``stale_request_entries`` needs ``request_tables()``).
+    if_published: tuple[str, ...] = ()
 
 
 class TargetRejected(Exception):

@@ -79,8 +79,10 @@ def scenario_config(
         target=target,
         gc_mode=gc_mode or scenario.gc_mode,
         budgets=merged,
-        # A user's cache need not publish the reference cache's gauges.
-        skippable_budgets=tuple(b for b in merged if b.text in declared) if target else (),
+        # A user's cache need not publish the reference cache's gauges, and no cache
+        # need publish those of an optional call (the scenario's if_published).
+        skippable_budgets=tuple(b for b in merged if b.text in declared
+                                and (target or b.metric in scenario.if_published)),
         **limits,
     )
 

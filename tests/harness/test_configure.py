@@ -92,6 +92,40 @@ def test_only_declared_budgets_on_a_users_target_may_be_skipped(tmp_path: Path) 
     assert scenario_config(BUDGETED, tmp_path).skippable_budgets == ()
 
 
+def test_every_scenario_that_takes_an_exit_path_judges_stale_table_entries(
+    tmp_path: Path,
+) -> None:
+    """RELIABILITY-3 case 89: radix-exits did not budget stale_request_entries, so a
+    table keeping every request was at most suspicious. Every exit load budgets it,
+    judged whenever the cache publishes it (request_tables()), skipped when not."""
+    from harness.analysis.summary import summarize
+    from harness.registry import load_scenario, scenario_names
+    from tests.analysis.synth import run_data, times
+
+    stale = "stale_request_entries: <= 0"
+    for name in scenario_names():
+        scenario = load_scenario(name)
+        exits = name.endswith("-exits") or name == "radix-overlap"
+        assert (stale in scenario.budgets) == exits, name
+        config = scenario_config(scenario, tmp_path, duration_s=20.0)
+        skippable = texts(config.skippable_budgets)
+        assert skippable == ((stale,) if exits else ()), name  # the reference caches: only it
+    config = scenario_config(load_scenario("radix-exits"), tmp_path, duration_s=20.0)
+    judged_here = [b for b in config.budgets if b.metric in ("rss", "stale_request_entries")]
+    t = times(20.0, 10.0)
+    plain = run_data((t, t * 0 + 2e8), warmup_end_s=2.0, loop_end_s=20.0)
+    without = summarize(plain, judged_here, config.warmup_s,
+                        skippable=config.skippable_budgets)
+    assert "stale_request_entries: skipped: this cache publishes no 'stale_request_entries' " \
+           "(budget 'stale_request_entries: <= 0')." in without.reasons
+    kept = run_data((t, t * 0 + 2e8), gauges={"stale_request_entries": (t, t * 100)},
+                    warmup_end_s=2.0, loop_end_s=20.0)
+    judged = summarize(kept, judged_here, config.warmup_s,
+                       skippable=config.skippable_budgets)
+    assert judged.verdict == "leak" and judged.reasons[0].startswith(
+        "stale_request_entries held")
+
+
 @pytest.mark.integration
 def test_cli_check_and_pytest_judge_the_same_budgets(
     no_leftovers: Path, request: pytest.FixtureRequest

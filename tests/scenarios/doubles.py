@@ -149,3 +149,26 @@ def prefetch_never_done(inject: Sequence[str] = (), kv_size: int = 2048,
 def no_slots_for_a_batch(inject: Sequence[str] = (), kv_size: int = 2048,
                          **_: Any) -> NoSlotsForABatch:
     return NoSlotsForABatch(kv_size)
+
+
+class KeepsEverySession(RadixCache):
+    """A per-request session table that never forgets a request (RELIABILITY-3 case 89):
+    the leak ``request_tables()`` exists to show, on a cache with no storage tier."""
+
+    def __init__(self, kv_size: int) -> None:
+        super().__init__(SlotAllocator(kv_size))
+        self.sessions: dict[int, int] = {}
+
+    def alloc_request(self, req: Any) -> bool:
+        admitted = super().alloc_request(req)
+        if admitted:
+            self.sessions[req.rid] = len(req.token_ids)
+        return admitted
+
+    def request_tables(self) -> dict[str, list[int]]:
+        return {"sessions": list(self.sessions)}
+
+
+def keeps_every_session(inject: Sequence[str] = (), kv_size: int = 2048,
+                        **_: Any) -> KeepsEverySession:
+    return KeepsEverySession(kv_size)

@@ -133,3 +133,24 @@ def test_aborted_request_prefetch_is_a_stale_entry_and_stops_prefetch() -> None:
     assert worst > 0
     assert set(scheduler.idle_check.stale_tables) == {"ongoing_prefetch"}
     assert cache.prefetch_rate_limited()  # occupancy stuck at the limit: no more prefetch
+
+
+@pytest.mark.integration
+def test_a_users_table_that_keeps_every_request_is_budgeted_on_radix_exits() -> None:
+    """RELIABILITY-3 case 89: the gauge is published for the user's table and the
+    scenario budgets it, so the leak is judged, and the notes name the table."""
+    from harness.api import RunContext
+    from harness.registry import load_scenario
+
+    scenario = load_scenario("radix-exits")
+    assert "stale_request_entries: <= 0" in scenario.budgets
+    w = scenario.build(RunContext(seed=0, target="tests.scenarios.doubles:keeps_every_session"))
+    try:
+        for _ in range(STEPS):
+            w.step()
+        stale = w.gauges()["stale_request_entries"]()
+        notes = w.notes()
+    finally:
+        w.close()
+    assert stale > 100
+    assert set(notes["stale_request_entries"]) == {"sessions"}

@@ -9,17 +9,28 @@ module of the package and importing none of them.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+from harness.provenance import REPO_ROOT
 
 # One line of "Where it grows": the summary's own record, built here.
 from harness.runfiles.summary_records import Finding
 
-# The harness's own scenario driver: its synthetic traffic (conversation histories)
-# and scheduler keep filling towards their bounds for minutes in every run, fixed
-# or not. They drive the code under test; they are not it, so they are never named.
-DRIVER_SITES = ("scenarios/workloads/",)
+# The harness's own scenario driver: its synthetic traffic (conversation histories),
+# scheduler and idle-check records keep filling towards their bounds for minutes in
+# every run, fixed or not. They drive the code under test; they are not it, so they
+# are never named. A sampler names a file relative to the worker's folder when it is
+# inside it, else by its absolute path (harness.worker.frames.short): both forms.
+DRIVER_SITES = ("scenarios/workloads/",
+                os.path.join(str(REPO_ROOT), "scenarios", "workloads") + os.sep)
 
-__all__ = ["DRIVER_SITES", "Finding", "Kept", "Site"]
+__all__ = ["DRIVER_SITES", "Finding", "Kept", "Site", "from_driver"]
+
+
+def from_driver(path: str) -> bool:
+    """Whether a site or frame (``file:line``) is in the scenario driver."""
+    return path.startswith(DRIVER_SITES)
 
 
 @dataclass(frozen=True)

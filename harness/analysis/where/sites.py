@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from harness.analysis.where.common import DRIVER_SITES, Finding, Kept, Site
+from harness.analysis.where.common import Finding, Kept, Site, from_driver
 from harness.runfiles.records import AllocLine
 from harness.units import format_rate
 
@@ -53,7 +53,7 @@ def growing_sites(windows: Sequence[AllocLine]) -> list[Site]:
              _median([r[1] for r in rates]), len(rates), len(complete),
              _median([r[3] for r in rates]), kept_of(complete, site))
         for site, rates in seen.items()
-        if len(rates) == len(complete) and not site.startswith(DRIVER_SITES)
+        if len(rates) == len(complete) and not from_driver(site)
         # Bytes without blocks: what the site made died within the window and a
         # block it resized (an index tensor replaced by a longer one) was bigger.
         and site in more_blocks
@@ -104,12 +104,14 @@ def site_finding(site: Site) -> Finding:
 
 
 def site_caller(site: Site) -> str | None:
-    """The first frame out of the site's file: a helper's caller is often the owner."""
+    """The first frame out of the site's file: a helper's caller is often the owner;
+    None when that is the scenario driver (which calls the code under test, and is
+    not it)."""
     filename = site.site.rpartition(":")[0]
     after = list(site.stack)[1:] if site.stack and site.stack[0] == site.site else []
     for frame in after:
         if frame.rpartition(":")[0] != filename:
-            return frame
+            return None if from_driver(frame) else frame
     return None
 
 

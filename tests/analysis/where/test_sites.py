@@ -68,3 +68,20 @@ def test_a_site_whose_objects_the_run_does_not_keep_is_turnover_not_a_leak() -> 
     few = {"tree.py:68": [{"type": "TreeNode", "made": 5, "grew": 0}]}  # too few to say
     assert [s.site for s in growing_sites([typed_window(1, 6.0, few),
                                            typed_window(2, 14.0, few)])] == ["tree.py:68"]
+
+
+def test_the_scenario_driver_is_never_named_by_either_path_form() -> None:
+    """RELIABILITY-3 case 89: from a folder outside the checkout the sampler names the
+    driver's files by their absolute paths, and scheduler.py and health.py were named."""
+    from harness.analysis.where.common import from_driver
+    from harness.provenance import REPO_ROOT
+
+    driver = str(REPO_ROOT / "scenarios" / "workloads")
+    sites = {f"{driver}/scheduler.py:285": 30_000, f"{driver}/health.py:54": 20_000,
+             "scenarios/workloads/traffic.py:84": 25_000, "/home/me/mycache/cache.py:12": 10_000}
+    assert [s.site for s in growing_sites([window(i, 6.0 * i, sites) for i in (1, 2)])] == [
+        "/home/me/mycache/cache.py:12"]
+    assert from_driver(f"{driver}/slots.py:201") and not from_driver("/elsewhere/scenarios.py:1")
+    called = Site("refcache/radix.py:136", ("refcache/radix.py:136",
+                                            f"{driver}/scheduler.py:291"), 1e6, None, 2, 2)
+    assert site_caller(called) is None  # the driver calls the code under test; it is not it
