@@ -16,7 +16,7 @@ TARGET ?=
 TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
+.PHONY: help install sglang-releases test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -30,7 +30,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install leak-harness with its dev tools
 
-test: install ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
+# SGLang releases the tests run the SGLang target on, beside the venv (.sglang/, ~1.5 min once)
+SGLANG_RELEASES ?= 0.5.11 0.5.17 0.5.23
+
+sglang-releases: install ## install SGLANG_RELEASES into .sglang/ (--no-deps: the venv's torch stays)
+	$(PY) -m scenarios.sglang.install $(SGLANG_RELEASES)
+
+test: install sglang-releases ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs" --durations=12
 
 test-quick: install ## the tests that start no worker and run no scenario (about a minute)
