@@ -52,7 +52,7 @@ class DoctorCommand:
         for name in names:
             load_scenario(name)  # an unknown name is refused before anything runs
         try:  # a target that does not import fails every scenario alike: said once
-            load_callable(args.target)
+            factory = load_callable(args.target)
         except Exception as exc:
             print(f"doctor: {args.target}\n  PROBLEM: cannot load: {type(exc).__name__}: "
                   f"{exc}.{target_import_hint(exc, args.target)}\n"
@@ -63,7 +63,16 @@ class DoctorCommand:
         not_exercised: list[str] = []
         print(f"doctor: {args.target} ({args.seconds:g} s of workload per scenario"
               f"{'' if args.verbose else '; --verbose for what each run will see'})")
+        describe, declines = (getattr(factory, key, None) for key in ("describe", "declines"))
+        if callable(describe):  # a built-in target says which code it runs (a release)
+            print(f"  {describe()}")
+        declined = 0
         for name in names:
+            why = declines(load_scenario(name).cache_options) if callable(declines) else None
+            if why:  # what check marks n/a: not a problem of the cache
+                declined += 1
+                print(f"{name:<{width}}  n/a: {why}")
+                continue
             found: Any = diagnose(name, args.target, args.seconds)
             problems += len(found.problems)
             if found.ok and not found.exercised:
@@ -83,7 +92,9 @@ class DoctorCommand:
                   f"{', '.join(not_exercised)} (a pass there says nothing of the paths "
                   f"{'it is' if one else 'they are'} for).")
         else:
-            print(f"conforms: all {len(names)} scenarios ran.")
+            ran = len(names) - declined
+            print(f"conforms: all {ran} scenarios ran" + (f" ({declined} n/a for this target)."
+                                                          if declined else "."))
         return EXIT_PASS if not problems else EXIT_REGRESSION
 
 

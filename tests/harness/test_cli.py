@@ -339,3 +339,18 @@ def test_a_target_that_declines_a_scenario_makes_its_cells_not_applicable(
         "mamba-lru[fixed]: n/a (the target does not run this scenario: no Mamba state pool)",
         "mamba-lru[inject:mamba-lru-unlink]: n/a (the target does not run this scenario: "
         "no Mamba state pool)"]
+
+
+def test_doctor_names_the_code_a_target_runs_and_what_it_declines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "declining.py").write_text(
+        "def make(inject=(), **options):\n    raise AssertionError('never built here')\n"
+        "make.describe = lambda: 'MyCache 1.2 from /opt/mycache'\n"
+        "make.declines = lambda options: 'no Mamba state pool'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["doctor", "--target", "declining:make", "scenarios.mamba_lru:SCENARIO"]) == 0
+    out = capsys.readouterr().out
+    assert "  MyCache 1.2 from /opt/mycache\n" in out
+    assert "scenarios.mamba_lru:SCENARIO  n/a: no Mamba state pool" in out
+    assert "conforms: all 0 scenarios ran (1 n/a for this target)." in out
