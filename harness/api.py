@@ -11,6 +11,7 @@ the user may replace with ``--target``.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,13 @@ Gauge = Callable[[], float]
 # installed SGLang release's own caches (``scenarios/sglang``). Named by string:
 # nothing here imports them.
 BUILTIN_TARGETS: dict[str, str] = {"sglang": "scenarios.sglang:make"}
+_TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def is_target_spec(spec: str) -> bool:
+    """``module:callable`` or a built-in target's name: the form a target is given in
+    (whether it imports is the worker's to say, before the run starts)."""
+    return spec in BUILTIN_TARGETS or bool(_TARGET_FORM.match(spec))
 
 
 class Workload(Protocol):

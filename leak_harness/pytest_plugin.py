@@ -23,19 +23,21 @@ from __future__ import annotations
 import inspect
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.analysis.calibration import short_run_warning
+from harness.api import BUILTIN_TARGETS, Scenario, is_target_spec
+from harness.config import GC_MODES
 from harness.configure import BudgetOverrides, duration_from, scenario_config
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
-from harness.registry import load_scenario
+from harness.registry import check_injections, load_scenario
 from harness.runfiles.names import REPORT_FILE
-from harness.verdicts import FAILING, INTERRUPTED, PASS, PASSING, SUSPICIOUS
+from harness.verdicts import FAILING, INTERRUPTED, PASS, PASSING, SUSPICIOUS, VERDICTS
 
 MARKER_HELP = (
     "leak(scenario, budgets=(), inject=(), duration=None, seed=0, gc_mode=None, expect='pass'): "
@@ -109,7 +111,7 @@ class LeakRunner:
         gc_mode: str | None = None,
         target: str | None = None,
     ) -> RunOutcome:
-        spec = load_scenario(scenario)
+        spec = check_arguments(scenario, budgets, inject, duration, seed, gc_mode, target)
         self.runs += 1
         config = scenario_config(
             spec,
@@ -135,6 +137,47 @@ class LeakRunner:
         if outcome.verdict == INTERRUPTED:
             raise KeyboardInterrupt  # the run was analysed; the session stops as asked
         return outcome
+
+
+def check_arguments(scenario: Any, budgets: Any, inject: Any, duration: Any, seed: Any,
+                    gc_mode: Any, target: Any) -> Scenario:
+    """The scenario, once every argument has the type and a name the run takes: a marker
+    typo is one sentence (a UsageError) before any worker starts, not a plugin traceback
+    or a worker that refuses it seconds later."""
+    if not isinstance(scenario, str):
+        raise UsageError(f"scenario must be a string (a scenario name or 'module:ATTR'), "
+                         f"not {scenario!r}.")
+    spec = load_scenario(scenario)  # an unknown name: its did-you-mean sentence
+    if duration is not None and not isinstance(duration, str):
+        raise UsageError(f"duration must be a string like '20s' or '10m', not {duration!r}.")
+    if isinstance(inject, str) or not isinstance(inject, (list, tuple)) or not all(
+            isinstance(name, str) for name in inject):
+        raise UsageError(f"inject must be a list of regression names, not {inject!r}.")
+    check_injections(spec, tuple(inject))  # one the scenario does not know: its sentence
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"seed must be an integer, not {seed!r}.")
+    if gc_mode is not None and gc_mode not in GC_MODES:
+        raise UsageError(f"gc_mode must be one of {', '.join(GC_MODES)}, not {gc_mode!r}.")
+    if target is not None and not (isinstance(target, str) and is_target_spec(target)):
+        raise UsageError(f"target must be 'module:callable' or a built-in target "
+                         f"({', '.join(BUILTIN_TARGETS)}), not {target!r}.")
+    if isinstance(budgets, Mapping):
+        if not all(isinstance(k, str) and (v is None or isinstance(v, str))
+                   for k, v in budgets.items()):
+            raise UsageError(f"budgets as a mapping go from a metric to a limit string or "
+                             f"None, not {dict(budgets)!r}.")
+    elif not isinstance(budgets, str) and not (isinstance(budgets, (list, tuple)) and all(
+            isinstance(text, str) for text in budgets)):  # a string: override_texts says
+        raise UsageError(f"budgets must be a list of strings like 'rss: 50 MB/h', "
+                         f"not {budgets!r}.")
+    return spec
+
+
+def check_expect(expect: Any) -> None:
+    """``expect`` is pass, fail or one verdict (refused at setup, not after the run)."""
+    if not isinstance(expect, str) or expect not in (PASS, "fail", *VERDICTS):
+        raise UsageError(f"expect must be 'pass', 'fail' or one verdict "
+                         f"({', '.join(VERDICTS)}), not {expect!r}.")
 
 
 def _write_report(outcome: RunOutcome) -> Path:
@@ -197,7 +240,7 @@ def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutc
     if marker is None:
         raise pytest.UsageError("the leak_result fixture needs @pytest.mark.leak(scenario=...)")
     kwargs: dict[str, Any] = dict(marker.kwargs)
-    kwargs.pop("expect", None)  # judged in pytest_runtest_call, so a miss is a failure
+    expect = kwargs.pop("expect", PASS)  # judged in pytest_runtest_call: a miss is a failure
     scenario = kwargs.pop("scenario", marker.args[0] if marker.args else None)
     if scenario is None:
         raise pytest.UsageError("@pytest.mark.leak needs scenario=NAME")
@@ -207,6 +250,7 @@ def leak_result(request: pytest.FixtureRequest, leak_run: LeakRunner) -> RunOutc
         pytest.fail(f"@pytest.mark.leak: unknown option {unknown[0]!r}; known: expect, scenario, "
                     f"{', '.join(sorted(known))}.", pytrace=False)
     try:
+        check_expect(expect)
         return leak_run(scenario, **kwargs)
     except UsageError as exc:  # a typo in the marker: its sentence, not the plugin's stack
         problem = exc.message

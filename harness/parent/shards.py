@@ -64,29 +64,49 @@ class Shard:
 
 
 def resolve_shard(shard: str, env: Mapping[str, str] | None = None) -> Shard:
-    """``shard`` (``I/N`` or ``auto``) as a :class:`Shard`: ``auto`` reads the first CI's
-    variables that are set, each counted from where its CI counts (0 or 1)."""
+    """``shard`` (``I/N`` or ``auto``) as a :class:`Shard`: ``auto`` reads the CI's
+    variables, each pair counted from where its CI counts (0 or 1); several pairs set
+    must name the same shard. An empty ``shard`` (``--shard "$SHARD"`` with the
+    variable unset) is refused: run unsharded, every machine would run every cell."""
+    if not shard.strip():
+        raise UsageError("--shard is empty (an unset variable in --shard \"$SHARD\"?): give "
+                         "I/N such as 1/4, or auto to read the CI's variables; leave the flag "
+                         "out to run every cell.")
     if shard != "auto":
         return Shard(*parse_shard(shard), "given")
     env = os.environ if env is None else env
-    for index_name, count_name, from_zero in CI_SHARD_VARIABLES:
-        if index_name in env and count_name in env:
-            text = f"{env[index_name]}/{env[count_name]}"
-            base = 0 if from_zero else 1
-            source = (f"{index_name}={env[index_name]} counted from {base}, "
-                      f"{count_name}={env[count_name]}")
-            try:
-                index, count = int(env[index_name]) + from_zero, int(env[count_name])
-            except ValueError:
-                raise UsageError(f"--shard auto: {index_name}/{count_name} is {text!r}, "
-                                 "not two whole numbers.") from None
-            if not 1 <= index <= count:
-                raise UsageError(f"--shard auto: {source} is out of range: {index_name} "
-                                 f"counts from {base}, so it must be {base} to "
-                                 f"{count - 1 + base}.")
-            return Shard(index, count, source)
-    names = ", ".join(f"{i} and {c}" for i, c, _ in CI_SHARD_VARIABLES)
-    raise UsageError(f"--shard auto: none of these variable pairs is set: {names}.")
+    found = [ci_shard(index_name, count_name, from_zero, env)
+             for index_name, count_name, from_zero in CI_SHARD_VARIABLES
+             if index_name in env and count_name in env]
+    if not found:
+        names = ", ".join(f"{i} and {c}" for i, c, _ in CI_SHARD_VARIABLES)
+        raise UsageError(f"--shard auto: none of these variable pairs is set: {names}.")
+    if len({(s.index, s.count) for s in found}) > 1:
+        # A pod spec that sets LEAK_HARNESS_SHARD_INDEX beside an Indexed Job's own index
+        # would run the same shard on every pod: no pair is taken over another.
+        said = "; ".join(f"{s.source} says {s.index}/{s.count}" for s in found)
+        raise UsageError(f"--shard auto: the CI variables disagree ({said}); unset all but "
+                         "one pair, or give --shard I/N.")
+    return found[0]
+
+
+def ci_shard(index_name: str, count_name: str, from_zero: bool,
+             env: Mapping[str, str]) -> Shard:
+    """The shard one CI's pair of variables names, 1-based; a UsageError naming them."""
+    text = f"{env[index_name]}/{env[count_name]}"
+    base = 0 if from_zero else 1
+    source = (f"{index_name}={env[index_name]} counted from {base}, "
+              f"{count_name}={env[count_name]}")
+    try:
+        index, count = int(env[index_name]) + from_zero, int(env[count_name])
+    except ValueError:
+        raise UsageError(f"--shard auto: {index_name}/{count_name} is {text!r}, "
+                         "not two whole numbers.") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard auto: {source} is out of range: {index_name} "
+                         f"counts from {base}, so it must be {base} to "
+                         f"{count - 1 + base}.")
+    return Shard(index, count, source)
 
 
 def expected_seconds(

@@ -17,12 +17,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
-from harness.api import BUILTIN_TARGETS
+from harness.api import BUILTIN_TARGETS, is_target_spec
 from harness.errors import UsageError
 from harness.runfiles.reader import LoadedRun
 
 RESULTS_DIR = Path("results") / "runs"
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class Signals:
@@ -79,10 +78,11 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def check_target_spec(target: str | None) -> None:
-    """The form of ``--target`` (whether it imports, the worker says before it runs)."""
-    if target is not None and target not in BUILTIN_TARGETS and not _TARGET.match(target):
-        raise UsageError(f"--target {target!r} is not 'module:callable' nor a built-in target "
+def check_target_spec(target: str | None, where: str = "--target") -> None:
+    """The form of ``--target`` (whether it imports, the worker says before it runs);
+    ``where`` names the value's source in the sentence."""
+    if target is not None and not is_target_spec(target):
+        raise UsageError(f"{where} {target!r} is not 'module:callable' nor a built-in target "
                          f"({', '.join(BUILTIN_TARGETS)}).")
 
 

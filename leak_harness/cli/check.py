@@ -92,7 +92,7 @@ class CheckCommand:
                                target=args.target, budgets=tuple(args.budget))
         history = typical_seconds(Path(args.history))
         total, shard = len(cells), None
-        if args.shard:
+        if args.shard is not None:  # "" is refused, not taken for no shard
             shard = resolve_shard(args.shard)
             cells = deal_shard(cells, shard, options, history)
             if not cells:  # more shards than cells: this machine has nothing to do

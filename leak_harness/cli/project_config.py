@@ -15,8 +15,10 @@ place, as pytest and ruff read theirs::
 The file is the one in the current folder. Each key becomes the default of the
 commands that take that option; the command line wins (``--budget`` adds to the
 table's budgets, and a later budget on the same metric replaces an earlier one).
-A key the table does not know, or a value of the wrong type, is one sentence and
-exit 2.
+A key the table does not know, a value of the wrong type, or one the command line
+would refuse (a duration it cannot read, ``jobs = 0``, a budget it cannot parse, a
+target not in ``module:callable`` form) is one sentence naming the file and the key,
+and exit 2, before any command runs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from harness.api import BUILTIN_TARGETS, is_target_spec
+from harness.config import read_budget
+from harness.configure import duration_from
 from harness.errors import UsageError
 
 PYPROJECT = "pyproject.toml"
@@ -57,9 +62,25 @@ def load_defaults(folder: Path) -> dict[str, dict[str, Any]]:
             shape = {list: "a list of strings", int: "an integer", str: "a string"}[kind]
             raise UsageError(f"{PYPROJECT}: [tool.{TABLE}] {key} must be {shape}, "
                              f"not {value!r}.")
+        check_value(key, value, f"{PYPROJECT}: [tool.{TABLE}] {key}")
         for command in commands:
             defaults.setdefault(command, {})[dest] = list(value) if kind is list else value
     return defaults
+
+
+def check_value(key: str, value: Any, where: str) -> None:
+    """Refuse a value of the right type that the command line would refuse, naming
+    ``where`` (the file and key), not a flag the user never typed."""
+    if key == "duration":
+        duration_from(where, value)
+    elif key == "budgets":
+        for text in value:
+            read_budget(text, where)
+    elif key == "jobs" and value < 1:
+        raise UsageError(f"{where} must be at least 1, not {value}.")
+    elif key == "target" and not is_target_spec(value):
+        raise UsageError(f"{where} {value!r} is not 'module:callable' nor a built-in target "
+                         f"({', '.join(BUILTIN_TARGETS)}).")
 
 
 def of_kind(value: Any, kind: type) -> bool:

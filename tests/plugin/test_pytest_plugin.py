@@ -180,3 +180,58 @@ def test_strict_fails_a_suspicious_run_as_the_cli_does(tmp_path: pytest.TempPath
     judge(outcome, "pass")
     with pytest.raises(pytest.fail.Exception, match="expected pass, got suspicious"):
         judge(outcome, "pass", strict=True)
+
+
+WRONG_TYPES = f"""
+import pytest
+
+@pytest.mark.leak(scenario=123)
+def test_scenario_not_a_string(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", duration=-5)
+def test_duration_a_number(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", expect="maybe")
+def test_expect_unknown(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="tests.harness.fixtures.scenarios:TOGGLE", inject=["nope"])
+def test_inject_unknown(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", seed="abc")
+def test_seed_a_string(leak_result):
+    pass
+
+@pytest.mark.leak(scenario="{HEALTHY}", target="mycache.cache")
+def test_target_not_module_callable(leak_result):
+    pass
+"""
+
+
+def test_marker_arguments_of_a_wrong_type_or_name_fail_at_setup_before_any_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RELIABILITY-3 cases 117-118: plugin tracebacks, a 10 s run before expect="maybe"
+    failed, a worker started for inject=["nope"], seed="abc" accepted."""
+    from tests.harness.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    pytester.makepyfile(WRONG_TYPES)
+    results = pytester.path / "r"
+    result = pytester.runpytest(*PLUGIN, "--leak", "--leak-results", str(results), "-rN")
+    result.assert_outcomes(errors=6)
+    result.stdout.fnmatch_lines([
+        "*@pytest.mark.leak: scenario must be a string (a scenario name or 'module:ATTR'), "
+        "not 123.",
+        "*@pytest.mark.leak: duration must be a string like '20s' or '10m', not -5.",
+        "*@pytest.mark.leak: expect must be 'pass', 'fail' or one verdict (*), not 'maybe'.",
+        "*@pytest.mark.leak: scenario 'toggle' has no regression 'nope'*",
+        "*@pytest.mark.leak: seed must be an integer, not 'abc'.",
+        "*@pytest.mark.leak: target must be 'module:callable' or a built-in target (sglang), "
+        "not 'mycache.cache'.",
+    ])
+    assert "pytest_plugin.py" not in result.stdout.str()
+    assert not results.exists()  # no run folder: no worker started
