@@ -16,7 +16,7 @@ TARGET ?=
 TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
-.PHONY: help install sglang-releases sglang-check test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
+.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ sglang-check: sglang-releases ## the check matrix on each SGLang release's own c
 			--out $(RESULTS)/check-sglang-$$v --history $(RESULTS)/history-sglang-$$v.sqlite \
 			$(CHECK_ARGS) || status=1; \
 	done; exit $$status
+
+sglang-bench: sglang-releases ## per SGLang release: mapped scenarios, their verdicts at 20 s, speed beside the reference (~15 min; BENCH_FULL=1: 3 seeds)
+	$(PY) bench/sglang_target.py
 
 test: install sglang-releases ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs" --durations=12
