@@ -85,6 +85,8 @@ def not_taken(run: RunData) -> list[str]:
         overlap = record.get("overlap_not_taken")
         if overlap:
             sentences.append(f"overlap scheduling not run: {overlap}.")
+        sentences += [f"the target says: {line.rstrip('.')}." for line in
+                      record.get("target_notes") or ()]
     return sentences
 
 

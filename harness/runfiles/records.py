@@ -301,6 +301,8 @@ class NotesLine(TypedDict):
     # Counter gauge -> what it counts: what the run must see rise after its warm-up
     # (harness.analysis.seen); a run that saw none of one judged nothing.
     expects: NotRequired[dict[str, str]]
+    # What the target's own notes() says it does not drive, and why (one line each).
+    target_notes: NotRequired[list[str]]
     error: NotRequired[str]  # notes() raised
 
 

@@ -86,7 +86,10 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
     if release.key > (0, 5, 17):
         from scenarios.sglang import handles
 
-        return handles.build(family, {**options, "kv_size": kv_size})
+        cache = handles.build(family, {**options, "kv_size": kv_size})
+        if release.untested:
+            cache.add_note(release.untested)
+        return cache
     if release.key <= (0, 5, 17):
         from scenarios.sglang import legacy
 
@@ -115,7 +118,8 @@ def describe() -> str:
     except glue.GlueError as exc:
         return str(exc)
     where = release.site or "the environment's sglang"
-    return f"SGLang {release.version} from {where}"
+    return f"SGLang {release.version} from {where}" + (f"; {release.untested}"
+                                                        if release.untested else "")
 
 
 make.regressions = ()  # type: ignore[attr-defined]

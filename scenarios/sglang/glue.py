@@ -48,6 +48,8 @@ from typing import Any
 
 # Where a release lives: a folder holding the ``sglang`` package (pip's ``--target``).
 ENV_VAR = "LEAK_HARNESS_SGLANG"
+# The releases the target was built and tested on (make test installs them).
+TESTED = ("0.5.11", "0.5.17", "0.5.23")
 ROOT = Path(__file__).resolve().parents[2] / ".sglang"  # python -m scenarios.sglang.install
 
 # Third-party modules SGLang imports at module level on the way to ``mem_cache`` that
@@ -108,6 +110,16 @@ class Release:
     @property
     def key(self) -> tuple[int, ...]:
         return version_key(self.version)
+
+    @property
+    def untested(self) -> str | None:
+        """A sentence when this release is newer than those the target was tested on:
+        it runs (a warning, not a refusal); an API it changed fails with SGLang's error."""
+        if self.version == "unknown" or self.key <= version_key(TESTED[-1]):
+            return None
+        return (f"SGLang {self.version} is newer than the releases this target was tested "
+                f"on ({', '.join(TESTED)}): it runs, and a call whose API changed fails "
+                f"with SGLang's own error")
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -431,6 +431,9 @@ class HandleCache:
         if callable(check):
             check()
 
+    def add_note(self, line: str) -> None:
+        self._notes.append(line)
+
     def notes(self) -> list[str]:
         """What this target does not drive on this release, and why (one line each)."""
         out = list(self._notes)

@@ -181,6 +181,9 @@ class CacheWorkload:
         if self.scheduler.skipped_overlap:
             notes["overlap_not_taken"] = self.scheduler.skipped_overlap
         notes["expects"] = expected_activity(self.scheduler)
+        said = getattr(self.cache, "notes", None)  # a target's own: what it does not drive
+        if callable(said):
+            notes["target_notes"] = [str(line) for line in said()]
         return notes
 
     def close(self) -> None:

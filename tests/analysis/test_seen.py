@@ -94,3 +94,10 @@ def test_paths_the_cache_cannot_take_are_said_not_judged() -> None:
         "overlap scheduling not run: the cache has no alloc_tokens(n)."]
     analysis = summarize(run, budgets("rss: 50 MB/h"))
     assert analysis.verdict == "pass" and analysis.reasons[-2:] == not_taken(run)
+
+
+def test_what_a_target_says_it_does_not_drive_is_in_the_reasons() -> None:
+    run = counting(set(EXPECTS))
+    run.notes.append({"type": "notes", "t": 10.0, "expects": dict(EXPECTS),
+                      "target_notes": ["check_prefetch_progress: this cache has none."]})
+    assert not_taken(run) == ["the target says: check_prefetch_progress: this cache has none."]

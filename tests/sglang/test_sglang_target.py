@@ -174,3 +174,10 @@ def test_each_release_runs_every_mapped_family_and_shows_its_lru_leak(release: s
         assert cell["detached"] == 0 and cell["locked_nodes"] == 0, (family, cell)
     # Decode running out of KV retracts requests through release_kv_cache(checkpoint=False).
     assert sum(c.get("exits", {}).get("retract", 0) for c in cells.values()) > 0, cells
+
+
+def test_a_release_newer_than_those_tested_runs_with_a_warning() -> None:
+    assert glue.Release("0.5.23", None).untested is None
+    warning = glue.Release("0.6.0", None).untested
+    assert warning is not None and "newer than the releases this target was tested on" in warning
+    assert glue.Release("unknown", None).untested is None
