@@ -27,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from bench.record import ROOT, Record, importable_here
 
 LRU = ("mamba-lru", "swa-lru", "unified-lru")
