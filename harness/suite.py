@@ -36,6 +36,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.runfiles.facts import FIXED, column, column_of, detect_s
 from harness.runfiles.names import CONFIG_FILE
+from harness.runfiles.shard_plan import Night
 from harness.runfiles.summary import Summary, load_summary
 from harness.verdicts import (
     ERROR,
@@ -216,12 +217,54 @@ def read_cell(rundir: Path, expected: Mapping[str, str] | None = None) -> CellOu
 
 
 def _unreadable(rundir: Path, why: str, expected: Mapping[str, str]) -> CellOutcome:
-    """A run folder without a readable summary: an error cell, named from its config."""
+    """A run folder without a readable summary: an error cell, named from its config, or
+    from where ``check`` put it (``<scenario>/fixed``, ``<scenario>/inject-<name>``) when
+    the config is gone too (a folder removed while its report was drawn)."""
     try:
         config = json.loads((rundir / CONFIG_FILE).read_text(encoding="utf-8"))
-        name, inject = str(config["scenario"]), [str(x) for x in config.get("inject", [])]
+        name, where = str(config["scenario"]), column_of([str(x) for x in
+                                                          config.get("inject", [])])
     except (OSError, ValueError, KeyError, TypeError):
-        name, inject = rundir.name, []
-    where = column_of(inject)
+        name, where = cell_of_folder(rundir)
+    if not rundir.is_dir():
+        why = f"the run folder {rundir} is missing (removed after the run?)"
     return CellOutcome(name, where, ERROR, expectation(name, where, expected), rundir, 0.0,
                        None, (f"no usable summary: {why}",))
+
+
+def cell_of_folder(rundir: Path) -> tuple[str, str]:
+    """The scenario and column ``check`` names a cell's folder by; the folder's own name
+    as a fixed cell's scenario when it is not laid out that way."""
+    if rundir.name == FIXED:
+        return rundir.parent.name, FIXED
+    if rundir.name.startswith("inject-") and rundir.parent.name:
+        return rundir.parent.name, f"inject:{rundir.name.removeprefix('inject-')}"
+    return rundir.name, FIXED
+
+
+def with_absent(suite: Suite, night: Night | None,
+                expected: Mapping[str, str] | None = None) -> tuple[Suite, list[str]]:
+    """The suite with an ``error`` cell for each cell the night planned and no run folder
+    holds (:mod:`harness.runfiles.shard_plan`), and a sentence per shard that left no
+    plan: a merge that lost a shard is not "all as expected"."""
+    if night is None:
+        return suite, []
+    ran = {(cell.scenario, cell.column) for cell in suite.cells}
+    absent = [c for c in night.cells if (c.scenario, c.column) not in ran]
+    cells = []
+    for planned in absent:
+        lost = planned.shard in night.missing_shards
+        where = night.where.get(planned.shard, Path(f"shard-{planned.shard}-of-{night.count}"))
+        why = (f"no run folder: {night.shard_of(planned)} left no plan and no run (its "
+               "folder is missing or empty: did the shard upload nothing?)" if lost else
+               f"no run folder: {night.shard_of(planned)} planned it and left no run of it "
+               "(cut short, or the folder was removed)")
+        cells.append(CellOutcome(planned.scenario, planned.column, ERROR,
+                                 expectation(planned.scenario, planned.column, expected or {}),
+                                 where / planned.folder, 0.0, None, (why,)))
+    said = [f"shard {i} of {night.count} is missing: no plan and no run folder of it "
+            f"({sum(c.shard == i for c in night.cells)} cells)" for i in night.missing_shards]
+    if absent:
+        said.append(f"{len(absent)} of {len(night.cells)} planned cells have no run: "
+                    f"{', '.join(c.label for c in absent)}")
+    return (judge_cells([*suite.cells, *cells]) if cells else suite), said

@@ -141,5 +141,10 @@ def pick_shard(cells: Sequence[Cell], shard: str, options: CheckOptions,
 def deal_shard(cells: Sequence[Cell], shard: Shard, options: CheckOptions,
                history: Mapping[tuple[str, str], float]) -> list[Cell]:
     """The cells dealt to ``shard``."""
-    return deal(cells, shard.count, lambda c: expected_seconds(c, cell_duration(c, options),
-                                                               history))[shard.index - 1]
+    return deal_all(cells, shard.count, options, history)[shard.index - 1]
+
+
+def deal_all(cells: Sequence[Cell], count: int, options: CheckOptions,
+             history: Mapping[tuple[str, str], float]) -> list[list[Cell]]:
+    """Every shard's cells (the night each shard records for the merge)."""
+    return deal(cells, count, lambda c: expected_seconds(c, cell_duration(c, options), history))

@@ -20,11 +20,12 @@ from harness.parent.shards import (
     INJECTED_SHARE,
     START_S,
     Shard,
-    deal_shard,
+    deal_all,
     expected_seconds,
     resolve_shard,
 )
 from harness.registry import load_scenario, scenario_names
+from harness.runfiles.shard_plan import PlannedCell, ShardPlan, write_plan
 from harness.suite import Suite, judge_suite
 from harness.units import format_duration, parse_duration
 from leak_harness.cli.base import check_target_spec, interrupts, target_import_hint
@@ -92,9 +93,11 @@ class CheckCommand:
                                target=args.target, budgets=tuple(args.budget))
         history = typical_seconds(Path(args.history))
         total, shard = len(cells), None
+        night: list[list[Cell]] = []
         if args.shard is not None:  # "" is refused, not taken for no shard
             shard = resolve_shard(args.shard)
-            cells = deal_shard(cells, shard, options, history)
+            night = deal_all(cells, shard.count, options, history)
+            cells = night[shard.index - 1]
             if not cells:  # more shards than cells: this machine has nothing to do
                 print(f"{shard}: no cells ({total} cells over {shard.count} shards).",
                       file=sys.stderr if args.json else sys.stdout)
@@ -105,6 +108,8 @@ class CheckCommand:
         if args.plan:
             print_plan(cells, total, shard, options, history, not_applicable)
             return 0
+        if shard is not None:  # what the whole night holds, for the merge to check
+            write_plan(out, night_plan(shard, night, args.target))
         # Which shard this machine resolved to and its cells, and how long they should
         # take, before anything runs.
         wall = format_duration(expected_wall(cells, options, history))
@@ -140,8 +145,10 @@ class CheckCommand:
         history = None if args.no_history else Path(args.history)
         # Judged from the summaries on disk, read once, by the rule the live table used.
         suite = judge_suite([r.outcome.rundir for r in results])
+        # A night's history is its record (--nightly): one not written fails the night;
+        # a local check keeps its exit code and says so.
         code = publish_suite(suite, options.out, history, args.target,
-                             [*not_applicable, *not_started])
+                             [*not_applicable, *not_started], history_required=args.nightly)
         return signals.exit_code(code), suite
 
 
@@ -178,6 +185,16 @@ def expected_wall(cells: list[Cell], options: CheckOptions,
     jobs, never less than the longest (as ``--plan`` counts them)."""
     seconds = [expected_seconds(c, cell_duration(c, options), history) for c in cells]
     return max(sum(seconds) / options.jobs, max(seconds, default=0.0))
+
+
+def night_plan(shard: Shard, night: list[list[Cell]], target: str | None) -> ShardPlan:
+    """This shard's record of the night: every cell with the shard it was dealt to, but
+    those the target declines (n/a: they never run anywhere)."""
+    planned = []
+    for index, cells in enumerate(night, start=1):
+        runnable, _ = applicable_cells(cells, target)
+        planned += [PlannedCell(c.scenario.name, c.name, index) for c in runnable]
+    return ShardPlan(shard.index, shard.count, tuple(planned))
 
 
 def short_cells_warning(cells: list[Cell], options: CheckOptions) -> str | None:

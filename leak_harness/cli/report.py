@@ -9,12 +9,15 @@ from harness.errors import UsageError
 from harness.parent.runner import reanalyse
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import open_run
+from harness.runfiles.shard_plan import find_plans, night_of
 from leak_harness.cli.base import write_report
 from leak_harness.cli.suite_out import finish_suite
 
 
-def find_rundirs(paths: list[Path]) -> list[Path]:
-    """Run folders (those holding summary.json or samples.jsonl) at or below each path.
+def find_rundirs(paths: list[Path], planned: bool = False) -> list[Path]:
+    """Run folders (those holding summary.json or samples.jsonl) at or below each path;
+    none is refused unless ``planned`` (a shard's plan was found: what is missing is
+    then said cell by cell).
 
     A folder with samples but no summary (its run was killed, or could not
     write) is analysed again here and gets its summary."""
@@ -25,7 +28,7 @@ def find_rundirs(paths: list[Path]) -> list[Path]:
         here = [path] if (path / SAMPLES_FILE).exists() or (path / SUMMARY_FILE).exists() else \
             sorted({p.parent for name in (SAMPLES_FILE, SUMMARY_FILE) for p in path.rglob(name)})
         found.extend(here)
-    if not found:
+    if not found and not planned:
         raise UsageError(f"no run folder (with {SUMMARY_FILE} or {SAMPLES_FILE}) under "
                          f"{', '.join(map(str, paths))}.")
     for rundir in found:
@@ -38,7 +41,9 @@ def find_rundirs(paths: list[Path]) -> list[Path]:
 class ReportCommand:
     """Write the HTML report and plots of a run folder; given suite folders (several
     shards of a 'check' or nightly run), merge them into one index.html, junit.xml
-    and history.
+    and history. Shards of 'check --shard' left their plan: a shard or a cell
+    missing from the merge is named and fails it, as does a history it could not
+    write.
 
     examples:
       leak-harness report results/runs/mamba-lru-20261130-101500
@@ -59,12 +64,17 @@ class ReportCommand:
                                  "otherwise shown as it was judged)")
 
     def run(self, args: argparse.Namespace) -> int:
-        rundirs = find_rundirs(args.paths)
+        # Shards record what the night planned (check --shard): a merge names what is
+        # missing of it and fails, instead of merging what is there as the whole night.
+        night = night_of(find_plans(args.paths))
+        rundirs = find_rundirs(args.paths, planned=night is not None)
         if args.reanalyse:
             for rundir in rundirs:
                 print(f"{rundir}: judged again: {reanalyse(rundir).verdict}")
-        if len(rundirs) == 1 and args.out is None and args.history is None:
+        if len(rundirs) == 1 and args.out is None and args.history is None and night is None:
             print(f"report: {write_report(open_run(rundirs[0]))}")
             return 0
         out = args.out or (args.paths[0] if len(args.paths) == 1 else Path("results/merged"))
-        return finish_suite(rundirs, out, args.history)
+        # The merge's history is the night's record: one it could not write fails it.
+        return finish_suite(rundirs, out, args.history, night=night,
+                            history_required=args.history is not None)

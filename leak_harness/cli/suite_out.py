@@ -16,31 +16,42 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.history import append_runs, regressions
 from harness.provenance import short_commit
-from harness.suite import CellOutcome, Suite, judge_suite
+from harness.runfiles.shard_plan import Night
+from harness.suite import CellOutcome, Suite, judge_suite, with_absent
+from harness.verdicts import EXIT_HARNESS, EXIT_PASS
 
 
 def finish_suite(
     rundirs: Sequence[Path], out: Path, history: Path | None, target: str | None = None,
-    not_applicable: Sequence[str] = (),
+    not_applicable: Sequence[str] = (), *, night: Night | None = None,
+    history_required: bool = False,
 ) -> int:
-    """Judge the run folders (each summary read once) and :func:`publish_suite` them."""
-    return publish_suite(judge_suite(rundirs), out, history, target, not_applicable)
+    """Judge the run folders (each summary read once), with an ``error`` cell for each
+    cell the ``night``'s shard plans name and no folder holds, and :func:`publish_suite`
+    them."""
+    suite, incomplete = with_absent(judge_suite(rundirs), night)
+    return publish_suite(suite, out, history, target, [*incomplete, *not_applicable],
+                         history_required=history_required, incomplete=incomplete)
 
 
 def publish_suite(
     suite: Suite, out: Path, history: Path | None, target: str | None = None,
-    not_applicable: Sequence[str] = (),
+    not_applicable: Sequence[str] = (), *, history_required: bool = False,
+    incomplete: Sequence[str] = (),
 ) -> int:
     """Append the judged suite to the history (rows under the commit of the code under
     test: ``target``'s repository, else the harness's), write its report, print it and
     return its exit code: 0 when every cell is right and nothing is flagged, 3 when only
-    cells the harness could not judge are wrong, else 1."""
+    cells the harness could not judge are wrong, else 1. With ``history_required`` (a
+    nightly merge: its rows are the night's record) a history that could not be written
+    turns a 0 into 3; a local ``check`` keeps 0 with its line. ``incomplete``: what a
+    merge found missing of the night, printed as its last lines."""
     from leak_harness.cli.report_drawer import draw_missing_reports
     from reports.history import flag_sentence, write_trend_plots
     from reports.suite import write_suite_report
     from reports.suite.outputs import TRENDS_DIR
 
-    flagged, notes = [], []
+    flagged, notes, history_lost = [], [], False
     if history is not None:  # first, so the index links the trend plots
         try:
             added = append_runs(history, suite.runs, commit=short_commit(target))
@@ -48,8 +59,11 @@ def publish_suite(
             plots = write_trend_plots(history, out / TRENDS_DIR)
         except (sqlite3.Error, OSError, UsageError) as exc:
             # The cells ran and were judged: their report must not be lost with the history.
-            notes.append(f"HISTORY NOT UPDATED: {history}: {exc}; the suite report below "
-                         "is complete")
+            history_lost = True
+            notes.append(f"HISTORY NOT UPDATED: {history}: {str(exc).rstrip('.')}; the suite "
+                         "report below is complete" + (
+                             ", but the night's rows are not recorded: this exits 3"
+                             if history_required else ""))
         else:
             notes.append(f"history: {added.added} rows added to {history}; {len(plots)} "
                          f"trend plots in {out / TRENDS_DIR}")
@@ -64,7 +78,10 @@ def publish_suite(
     print(f"suite report: {written.index}")
     for note in notes:
         print(note)
-    return suite.exit_code(bool(flagged))
+    for sentence in incomplete:
+        print(f"INCOMPLETE NIGHT: {sentence}")
+    code = suite.exit_code(bool(flagged))
+    return EXIT_HARNESS if history_lost and history_required and code == EXIT_PASS else code
 
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions renders this file on the run's page
