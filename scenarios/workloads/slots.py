@@ -8,8 +8,9 @@ nothing of which call took the slots. The ledger wraps, on the instance, the
 ``pool_allocators()`` and remembers, per live slot id, the allocating call site
 (the frames into the code under test, interned: one index per distinct stack),
 the request the call served (a ``req`` or ``run`` local of the first frame that
-has one) and when, packed into one int64 per slot of a tensor as long as the
-pool; ``free`` clears the ids. Requests live in a ring of fixed size indexed by
+has one) and when, packed into one int64 per slot of an ``array('q')`` as long as
+the pool (a short call's ids are written one by one, a long one's through a tensor
+over the same memory); ``free`` clears the ids. Requests live in a ring of fixed size indexed by
 their id's hash, with their first few lifecycle events. So the ledger allocates
 no Python object per slot or per request: its memory does not grow while the
 cache fills (a fixed run's ``py_blocks`` would see it), and nothing is walked
@@ -36,9 +37,10 @@ from __future__ import annotations
 
 import sys
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
 import torch
@@ -55,6 +57,7 @@ MAX_SITES = (1 << SITE_BITS) - 1  # stacks past this many share the last index
 GROUPS_SHOWN = 3
 REQUESTS_SHOWN = 5
 READ_EVERY_S = 0.5  # the lost slots are worked out at most this often
+SHORT_CALL = 64  # ids written one by one up to this many (a tensor write costs ~20 us)
 DRIVER = ("/scenarios/workloads/",)  # the harness's scheduler: where the stack stops
 REQUEST_LOCALS = ("req", "run", "waiting")  # locals that hold the request being served
 UNKNOWN_RID = -1
@@ -65,32 +68,61 @@ class PoolLedger:
 
     def __init__(self, name: str, allocator: Any, owner: SlotLedger) -> None:
         self.name = name
-        self.packed = torch.full((int(getattr(allocator, "size", 0) or 0) + 1,), -1,
-                                 dtype=torch.int64)
+        self._resize(int(getattr(allocator, "size", 0) or 0) + 1)
         self._owner = owner
         self.active = _wrap(allocator, "alloc", self._alloc) and _wrap(
             allocator, "free", self._free)
 
+    def _resize(self, n: int) -> None:
+        old = getattr(self, "_array", array("q"))
+        self._array = old + array("q", [-1]) * (n - len(old))
+        self._view = torch.frombuffer(self._array, dtype=torch.int64)  # the same memory
+
     def _alloc(self, result: Any) -> None:
-        ids = _tensor(result)
-        if ids is not None and ids.numel():
-            self._fit(ids)
-            self.packed[ids] = self._owner.entry(sys._getframe(2))
+        if result is not None:
+            self._write(result, -2)
 
     def _free(self, ids: Any) -> None:
-        tensor = _tensor(ids)
-        if tensor is not None and tensor.numel():
-            self._fit(tensor)
-            self.packed[tensor] = -1
+        if ids is not None:
+            self._write(ids, -1)
 
-    def _fit(self, ids: torch.Tensor) -> None:
-        top = int(ids.max()) + 1
-        if top > self.packed.numel():  # ids past the allocator's size (a padding slot)
-            more = torch.full((top - self.packed.numel(),), -1, dtype=torch.int64)
-            self.packed = torch.cat((self.packed, more))
+    def _write(self, ids: Any, value: int) -> None:
+        if isinstance(ids, int):
+            ids = [ids]
+        elif isinstance(ids, torch.Tensor):
+            if ids.numel() > SHORT_CALL:
+                if value == -2:
+                    value = self._owner.entry(sys._getframe(3))
+                self._write_tensor(ids.reshape(-1), value)
+                return
+            ids = ids.tolist()
+            if isinstance(ids, int):  # a 0-d tensor
+                ids = [ids]
+        if not ids:
+            return
+        if value == -2:
+            value = self._owner.entry(sys._getframe(3))
+        packed = self._array
+        try:
+            for i in ids:
+                packed[i] = value
+        except IndexError:  # ids past the allocator's size (a padding slot)
+            self._resize(max(int(i) for i in ids) + 1)
+            self._write(ids, value)
+
+    def _write_tensor(self, ids: torch.Tensor, value: int) -> None:
+        try:
+            self._view[ids] = value
+        except (IndexError, RuntimeError):
+            self._resize(int(ids.max()) + 1)
+            self._view[ids] = value
+
+    @property
+    def packed(self) -> torch.Tensor:
+        return self._view
 
     def live(self) -> torch.Tensor:
-        return (self.packed >= 0).nonzero().flatten()
+        return (self._view >= 0).nonzero().flatten()
 
 
 class SlotLedger:
@@ -107,11 +139,12 @@ class SlotLedger:
         self._seq = 0
         # The ring of requests, preallocated: its slots are replaced, never added.
         self._rids: list[Any] = [object() for _ in range(RING)]
-        self._since = torch.zeros(RING, dtype=torch.int64)  # seq the request took the slot
-        self._events = torch.full((RING, EVENTS), -1, dtype=torch.int64)  # seq << 8 | path
-        self._counts = [0] * RING
+        self._since = array("q", [0]) * RING  # seq at which the request took the slot
+        self._events = array("q", [-1]) * (RING * EVENTS)  # seq << 8 | path, per request
+        self._counts = array("q", [0]) * RING
         self._paths: list[str] = []
-        self._request_local: dict[CodeType, str | None] = {}
+        # (caller's code and line, its caller's) -> (site, depth and local of the request)
+        self._callers: dict[tuple[Any, ...], tuple[int, int, str | None]] = {}
         self._read_at = -READ_EVERY_S
         # A lost slot's request and path once found (only lost slots: bounded by the pools)
         self._told: dict[tuple[str, int, int], tuple[Any, str]] = {}
@@ -120,18 +153,48 @@ class SlotLedger:
     # ------------------------------------------------------------------ recording
     def entry(self, frame: FrameType | None) -> int:
         """The packed site, request and sequence number of an allocation whose caller
-        is ``frame``."""
+        is ``frame``. The stack is walked once per distinct caller and its caller (the
+        site, and how far up the request's frame is); after that only that frame's
+        locals are read."""
+        if frame is None:
+            return self._pack(MAX_SITES, None)
+        up = frame.f_back
+        key = (frame.f_code, frame.f_lineno, up.f_code if up else None, up.f_lineno if up else 0)
+        known = self._callers.get(key)
+        if known is None:
+            known = self._callers[key] = self._walk(frame)
+        site, depth, name = known
+        rid = None
+        if name is not None:
+            found: FrameType | None = frame
+            for _ in range(depth):
+                found = found.f_back if found is not None else None
+            if found is not None:
+                value = found.f_locals.get(name)
+                value = getattr(value, "req", value)  # a Running or Waiting entry holds the Req
+                rid = getattr(value, "rid", None)
+        return self._pack(site, rid)
+
+    def _pack(self, site: int, rid: Any) -> int:
+        self._seq += 1
+        slot = self._slot(rid) if rid is not None else (1 << RID_BITS) - 1
+        return (self._seq << (SITE_BITS + RID_BITS)) | (site << RID_BITS) | slot
+
+    def _walk(self, frame: FrameType | None) -> tuple[int, int, str | None]:
+        """The site of a new caller, and the depth and local name of the request's frame."""
         key: list[tuple[str, int, str]] = []
-        rid: Any = None
+        found: tuple[int, str] | None = None
         depth = 0
         while frame is not None and depth < RID_DEPTH:
             code = frame.f_code
             in_driver = any(part in code.co_filename for part in DRIVER)
             if len(key) < STACK_DEPTH and not in_driver:
                 key.append((code.co_filename, frame.f_lineno, code.co_name))
-            if rid is None:
-                rid = self._request_of(frame)
-            if in_driver and (rid is not None or key):
+            if found is None:
+                name = next((n for n in REQUEST_LOCALS if n in code.co_varnames), None)
+                if name is not None:
+                    found = (depth, name)
+            if in_driver and (found is not None or key):
                 break
             frame = frame.f_back
             depth += 1
@@ -143,9 +206,7 @@ class SlotLedger:
                 self._sites[stack] = site
                 self._stacks.append(tuple(f"{short(f)}:{line} in {name}"
                                           for f, line, name in stack))
-        self._seq += 1
-        slot = self._slot(rid) if rid is not None else (1 << RID_BITS) - 1
-        return (self._seq << (SITE_BITS + RID_BITS)) | (site << RID_BITS) | slot
+        return (site, found[0], found[1]) if found else (site, 0, None)
 
     def _slot(self, rid: Any) -> int:
         """The ring slot of request ``rid``, taken over (events cleared) if another held it."""
@@ -155,21 +216,9 @@ class SlotLedger:
         if self._rids[slot] != rid:
             self._rids[slot] = rid
             self._since[slot] = self._seq
-            self._events[slot] = -1
+            self._events[slot * EVENTS:(slot + 1) * EVENTS] = array("q", [-1]) * EVENTS
             self._counts[slot] = 0
         return slot
-
-    def _request_of(self, frame: FrameType) -> Any:
-        code = frame.f_code
-        name = self._request_local.get(code, "")
-        if name == "":  # first time this code object is seen: which local names the request
-            name = self._request_local[code] = next(
-                (n for n in REQUEST_LOCALS if n in code.co_varnames), None)
-        if name is None:
-            return None
-        value = frame.f_locals.get(name)
-        value = getattr(value, "req", value)  # a Running or Waiting entry holds the Req
-        return getattr(value, "rid", None)
 
     def event(self, rid: Any, what: str) -> None:
         """Something happened to request ``rid``: it left by a path, or its admission failed."""
@@ -178,9 +227,10 @@ class SlotLedger:
         n = self._counts[slot]
         if what not in self._paths:
             self._paths.append(what)
+        row = slot * EVENTS
         if n >= EVENTS:  # keep the last ones: a request retracted again and again
-            self._events[slot, :-1] = self._events[slot, 1:].clone()
-        self._events[slot, min(n, EVENTS - 1)] = (self._seq << 8) | self._paths.index(what)
+            self._events[row:row + EVENTS - 1] = self._events[row + 1:row + EVENTS]
+        self._events[row + min(n, EVENTS - 1)] = (self._seq << 8) | self._paths.index(what)
         self._counts[slot] = n + 1
 
     # ------------------------------------------------------------------ at idle
@@ -246,7 +296,7 @@ class SlotLedger:
             return None, "no request"
         if int(self._since[slot]) > seq:  # another request took the ring slot since
             return None, "unknown"
-        events = [e for e in self._events[slot].tolist() if e >= 0]
+        events = [e for e in self._events[slot * EVENTS:(slot + 1) * EVENTS] if e >= 0]
         after = [e for e in events if e >> 8 > seq]
         if not after:
             return self._rids[slot], "no exit recorded"
