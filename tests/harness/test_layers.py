@@ -1,4 +1,4 @@
-"""The layering rules of the README's architecture section, checked on the code.
+"""The layering rules of docs/architecture.md, checked on the code.
 
 Every ``import`` statement in the tree (lazy ones inside functions included) is
 read with ``ast``: against the order of the layers (each imports only the layers
@@ -27,7 +27,7 @@ LEAVES = ("harness.worker.sampler_names", "harness.worker.frames", "harness.reco
 # The vocabulary at the bottom: stdlib only, so every layer may read it.
 STDLIB_ONLY = ("harness.errors", "harness.verdicts", "harness.units", "harness.budgets",
                "harness.basis", "harness.provenance", *LEAVES)
-# The layers, top to bottom, as the README lists them: a module imports only modules
+# The layers, top to bottom, as docs/architecture.md lists them: a module imports only modules
 # of its own layer or of the layers below it. A module's layer is the one naming the
 # longest prefix of its name (``harness.suite`` is the contract's, ``harness.errors``
 # the vocabulary's).
