@@ -16,5 +16,6 @@ units and the slopes' names are the contract's (:mod:`harness.budgets`,
 - :mod:`~harness.analysis.cycle_shapes`: ``aggregate_cycles`` over windows
 - :mod:`~harness.analysis.verdict`: named rules, ``combine``, time to detect
 - :mod:`~harness.analysis.metrics`, :mod:`~harness.analysis.runview`: metric names, prefixes
+- :mod:`~harness.analysis.describe`: the closing sentences: shapes, a short run, resolution
 - :mod:`~harness.analysis.summary`: ``summarize(run, budgets) -> Analysis``
 """

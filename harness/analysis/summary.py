@@ -17,15 +17,13 @@ from dataclasses import dataclass, field
 from harness.analysis import garbage as gb
 from harness.analysis.calibration import Calibration
 from harness.analysis.cycle_shapes import CycleShape, aggregate_cycles
+from harness.analysis.describe import describe_resolution, describe_shapes, describe_short_run
 from harness.analysis.metrics import level_metric, slope_metric, trend_metrics
 from harness.analysis.runview import (
     FILLING_RULE,
     GARBAGE,
     RESOLVED,
     RunView,
-    describe_resolution,
-    describe_shapes,
-    describe_short_run,
 )
 from harness.analysis.seen import judge_seen, not_taken
 from harness.analysis.verdict import (
