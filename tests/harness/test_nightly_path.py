@@ -24,7 +24,7 @@ def test_shards_merge_into_one_site_whose_links_all_resolve(
         # The path is under test, not the verdict: 6 s of a healthy cache on a loaded
         # runner may be judged wrong (exit 1), and the night still merges.
         assert code in (0, 1), capsys.readouterr()
-    assert "no cells (1 cells over more shards)" in capsys.readouterr().out
+    assert "shard 2/2: no cells (1 cells over 2 shards)." in capsys.readouterr().out
     assert main(["report", str(night), "--out", str(night), "--history", str(db)]) in (0, 1)
     (trend,) = trends(db)
     assert (trend.scenario, trend.column, len(trend.points)) == ("radix-steady", "fixed", 1)
