@@ -25,9 +25,10 @@ from harness.runfiles.names import (
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary
 from harness.runfiles.summary_records import Metric
+from harness.units import format_duration
 from reports.render.fitline import FitLine, stored_fit
 from reports.render.judged import JudgedBudget, judged_budgets
-from reports.render.numbers import value_cells
+from reports.render.numbers import sig, value_cells
 
 ENV_KEYS = ("started_utc", "host", "python", "implementation", "platform", "torch", "cpu_count",
             "git_commit")
@@ -78,6 +79,8 @@ class RunModel:
     files: list[str] = field(default_factory=list)
     judged: list[JudgedBudget] = field(default_factory=list)
     traceback: str = ""  # the crash's, as the worker wrote it
+    # Why the garbage and cycle tables are empty, from what the run did: said, not guessed.
+    garbage_note: str = "No samples could be read, so no garbage window can be shown."
     index_href: str | None = None  # the suite's index, for a run that is a suite's cell
 
     @property
@@ -102,8 +105,30 @@ def build_run_model(
     model.cycle_errors = sorted({str(w["cycles_error"]) for w in run.garbage_windows
                                  if w.get("cycles_error")})
     model.garbage_types = garbage_rows(summary)
+    model.garbage_note = garbage_note(run, summary)
     model.environment = environment_rows(run.header)
     return model
+
+
+def garbage_note(run: RunData, summary: Summary) -> str:
+    """Why no cycle or garbage type is shown: no window ran before the run ended (an
+    early stop, a short run), the windows found nothing, or they found garbage the
+    explainer did not explain. The collector's own count is quoted where it has one."""
+    windows = run.garbage_windows
+    found = sum(int(w.get("count", 0) or 0) for w in windows)
+    metric = summary.metrics.get("cyclic_garbage")
+    counted = (f"; the collector's own count of what it freed is cyclic_garbage "
+               f"{sig(metric.value)} /kop ({metric.note})" if metric is not None
+               and metric.note else "")
+    if not windows:
+        return (f"No garbage window ran: the run ended after {format_duration(summary.duration_s)}"
+                f", before the first one, so no garbage was sampled by type and no cycle "
+                f"explained{counted}.")
+    if not found:
+        return f"The {len(windows)} garbage windows found no cyclic garbage{counted}."
+    return (f"The {len(windows)} garbage windows found {found:,} objects of cyclic garbage, "
+            "but no cycle through them was explained (the explainer was off or failed: "
+            "its errors are below).")
 
 
 def read_traceback(rundir: Path) -> str:

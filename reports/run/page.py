@@ -43,7 +43,7 @@ PLOT_CAPTIONS = {
 MISSING = {
     "rss": "No RSS samples were recorded (the rss sampler was off or unavailable).",
     "gc": "No garbage-collector lines were recorded (the gc sampler was off or unavailable).",
-    "garbage": "No garbage window found cyclic garbage (or the garbage sampler was off).",
+    "garbage": "",  # the model's garbage_note: why, from what the run did
     "gauges": "The scenario registered no gauges.",
 }
 
@@ -51,7 +51,7 @@ MISSING = {
 def render_run_page(model: RunModel, plots: Mapping[str, Path | None]) -> str:
     """The whole page; ``plots`` maps plot names to written PNGs (None: not drawn)."""
     parts = [_header(model), _crash(model), _judged(plots), _reasons(model), _where(model),
-             _metrics(model), _plots(plots), _garbage(model), _cycles(model),
+             _metrics(model), _plots(model, plots), _garbage(model), _cycles(model),
              _reproduce(model), _about(model)]
     return page(f"{model.summary.verdict}: {model.title}", parts)
 
@@ -169,12 +169,12 @@ def _metric_table(metrics: list[MetricRow]) -> str:
     return table(headers, rows, numeric=(1,), row_classes=classes)
 
 
-def _plots(plots: Mapping[str, Path | None]) -> str:
+def _plots(model: RunModel, plots: Mapping[str, Path | None]) -> str:
     parts = []
     for name, caption in PLOT_CAPTIONS.items():
         written = plots.get(name)
         if written is None:
-            parts.append(paragraph(f"{caption}: {MISSING[name]}", "muted"))
+            parts.append(paragraph(f"{caption}: {MISSING[name] or model.garbage_note}", "muted"))
         else:
             parts.append(f"<p>{image(written.name, caption)}</p>")
     return section("Plots", *parts)
@@ -194,9 +194,7 @@ def _garbage(model: RunModel) -> str:
 
 def _cycles(model: RunModel) -> str:
     if not model.cycles:
-        text = ("No reference cycle was explained: the garbage windows found no cyclic "
-                "garbage, or the explainer was not running.")
-        return section("Reference cycles", paragraph(text, "muted"),
+        return section("Reference cycles", paragraph(model.garbage_note, "muted"),
                        *[paragraph(f"explainer error: {e}", "muted") for e in model.cycle_errors])
     rows = [
         [f"<code>{esc(c.path)}</code>", str(c.count), esc(format_bytes(c.retained_bytes)),

@@ -22,7 +22,7 @@ from harness.runfiles.names import (
     TRACEBACK_FILE,
 )
 from harness.runfiles.reader import open_run
-from harness.runfiles.summary import SUMMARY_VERSION, load_summary, write_summary
+from harness.runfiles.summary import SUMMARY_VERSION, Summary, load_summary, write_summary
 from harness.runfiles.summary_records import Metric
 from harness.units import format_duration
 from leak_harness.cli import main
@@ -87,8 +87,25 @@ def test_a_flat_run_has_no_garbage_plot_and_says_why(flat: Path) -> None:
     assert not (flat / GARBAGE_PLOT).exists()
     text = page_text(flat)
     assert ">pass</span>" in text
-    assert "No garbage window found cyclic garbage" in text
-    assert "No reference cycle was explained" in text
+    assert text.count("garbage windows found no cyclic garbage") == 2  # plot and cycles
+
+
+def test_a_run_stopped_before_its_first_garbage_window_says_so_not_a_guess() -> None:
+    """The flagship report said "found no cyclic garbage" beside cyclic_garbage 115 /kop:
+    the early stop had come before any garbage window."""
+    from reports.run.model import garbage_note
+    from tests.analysis.synth import linear, run_data, times
+
+    t = times(3.8, 10.0)
+    run = run_data((t, linear(t, 1e8, 0.0)))
+    assert run.garbage_windows == []
+    summary = Summary("mamba-lru", ["mamba-lru-unlink"], "leak", [], {
+        "cyclic_garbage": Metric(115.0, "/kop", (0.0, 290.0), note="2360 objects")},
+        None, 3.8, 1000, "leak-harness run mamba-lru")
+    note = garbage_note(run, summary)
+    assert note.startswith("No garbage window ran: the run ended after 3.8s, before the first")
+    assert note.endswith("cyclic_garbage 115 /kop (2360 objects).")
+    assert "found no cyclic garbage" not in note
 
 
 def test_a_stale_plot_is_removed_when_rewritten(flat: Path) -> None:
