@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.runfiles.facts import FIXED, column, column_of, detect_s
+from harness.runfiles.facts import FIXED, cell_of_folder, column, column_of, detect_s
 from harness.runfiles.names import CONFIG_FILE
 from harness.runfiles.shard_plan import Night
 from harness.runfiles.summary import Summary, load_summary
@@ -230,16 +230,6 @@ def _unreadable(rundir: Path, why: str, expected: Mapping[str, str]) -> CellOutc
         why = f"the run folder {rundir} is missing (removed after the run?)"
     return CellOutcome(name, where, ERROR, expectation(name, where, expected), rundir, 0.0,
                        None, (f"no usable summary: {why}",))
-
-
-def cell_of_folder(rundir: Path) -> tuple[str, str]:
-    """The scenario and column ``check`` names a cell's folder by; the folder's own name
-    as a fixed cell's scenario when it is not laid out that way."""
-    if rundir.name == FIXED:
-        return rundir.parent.name, FIXED
-    if rundir.name.startswith("inject-") and rundir.parent.name:
-        return rundir.parent.name, f"inject:{rundir.name.removeprefix('inject-')}"
-    return rundir.name, FIXED
 
 
 def with_absent(suite: Suite, night: Night | None,

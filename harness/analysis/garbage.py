@@ -13,7 +13,6 @@ and is re-exported here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,29 +27,10 @@ from harness.analysis.garbage_rate import (
 )
 from harness.runfiles.rundata import Series
 
+# The rows summary.json stores: the analysis builds them as they are kept.
+from harness.runfiles.summary_records import GarbageRow, GrowthRow
+
 OTHER = "<other>"  # the samplers' bucket for types beyond their top list
-
-
-@dataclass(frozen=True)
-class TypeTotal:
-    """Garbage of one type summed over windows: objects, bytes and objects per kop."""
-
-    type: str
-    objects: int
-    bytes: int
-    per_kop: float | None
-
-
-@dataclass(frozen=True)
-class TypeGrowth:
-    """Live objects of one type: change between the first and last window it appears in."""
-
-    type: str
-    first: int
-    last: int
-    delta: int
-    per_h: float
-    per_kop: float | None
 
 
 def collections_per_min(
@@ -75,7 +55,7 @@ def pause_per_min(gc_events: Sequence[Record], start_s: float, end_s: float) -> 
     return total / ((end_s - start_s) / 60.0)
 
 
-def garbage_by_type(windows: Sequence[Record], start_s: float) -> list[TypeTotal]:
+def garbage_by_type(windows: Sequence[Record], start_s: float) -> list[GarbageRow]:
     """Garbage windows after ``start_s`` summed by type, most objects first."""
     chosen = [w for w in windows if float(w["t"]) >= start_s]
     objects: dict[str, int] = {}
@@ -88,7 +68,7 @@ def garbage_by_type(windows: Sequence[Record], start_s: float) -> list[TypeTotal
     work = _ops_span(chosen)
     before = chosen[0].get("by_type", {}) if chosen else {}
     totals = [
-        TypeTotal(
+        GarbageRow(
             name,
             count,
             sizes.get(name, 0),
@@ -116,7 +96,7 @@ def type_series(windows: Sequence[Record], field: str, types: Sequence[str]) -> 
     return result
 
 
-def object_growth(windows: Sequence[Record], start_s: float) -> list[TypeGrowth]:
+def object_growth(windows: Sequence[Record], start_s: float) -> list[GrowthRow]:
     """Live-object change per type between its first and last window after ``start_s``.
 
     Sorted by growth, largest first. Per hour and per kop use the time and the
@@ -129,7 +109,7 @@ def object_growth(windows: Sequence[Record], start_s: float) -> list[TypeGrowth]
     return sorted(found, key=lambda row: (-row.delta, row.type))
 
 
-def _growth_row(name: str, windows: Sequence[Record]) -> TypeGrowth | None:
+def _growth_row(name: str, windows: Sequence[Record]) -> GrowthRow | None:
     seen = [w for w in windows if name in w.get("counts", {})]
     if len(seen) < 2:
         return None
@@ -139,7 +119,7 @@ def _growth_row(name: str, windows: Sequence[Record]) -> TypeGrowth | None:
         return None
     delta = int(last["counts"][name]) - int(first["counts"][name])
     work = float(last.get("ops", 0)) - float(first.get("ops", 0))
-    return TypeGrowth(
+    return GrowthRow(
         type=name,
         first=int(first["counts"][name]),
         last=int(last["counts"][name]),
@@ -156,7 +136,7 @@ def _ops_span(windows: Sequence[Record]) -> float:
 
 
 __all__ = [
-    "Found", "Rate", "TypeGrowth", "TypeTotal", "block_rate", "collections_per_min",
+    "Found", "Rate", "block_rate", "collections_per_min",
     "cyclic_garbage", "garbage_by_type", "garbage_found", "garbage_rate", "object_growth",
     "pause_per_min", "type_series",
 ]

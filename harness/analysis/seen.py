@@ -73,7 +73,8 @@ def rise(series: Series | None, start_s: float, end_s: float) -> float:
 
 def not_taken(run: RunData) -> list[str]:
     """Sentences for the paths the load asked for that the cache could not take (it
-    lacks the call), from the workload's notes: said, not judged."""
+    lacks the call), and for what the target says it does not drive, from the
+    workload's notes: said, not judged."""
     sentences = []
     for record in run.notes[-1:]:
         paths = record.get("exit_paths_not_taken") or {}

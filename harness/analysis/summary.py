@@ -42,8 +42,6 @@ from harness.runfiles.summary_records import (
     BudgetJudgement,
     CycleRow,
     Finding,
-    GarbageRow,
-    GrowthRow,
     Limit,
     Metric,
 )
@@ -256,9 +254,8 @@ def _details(
                       for b, j in zip(budgets, judgements, strict=True)),
         series=view.shape_details(),
         limits=budget_limits(budgets),
-        garbage_by_type=tuple(GarbageRow(r.type, r.objects, r.bytes, r.per_kop) for r in garbage),
-        object_growth=tuple(GrowthRow(r.type, r.first, r.last, r.delta, r.per_h, r.per_kop)
-                            for r in growth),
+        garbage_by_type=tuple(garbage),
+        object_growth=tuple(growth),
         cycles=cycle_rows(aggregate_cycles(cycles)),
         where=tuple(where),
     )

@@ -16,7 +16,7 @@ import fnmatch
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from threading import Event
 from typing import Protocol
@@ -29,6 +29,7 @@ from harness.errors import UsageError
 from harness.parent import folder_lock
 from harness.parent.runner import RunOutcome, run
 from harness.parent.supervisor import Snapshot
+from harness.runfiles.facts import cell_folder
 from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from harness.runfiles.rundata import RunData
 from harness.suite import CellOutcome, Suite, cell_outcome, judge_cells
@@ -106,7 +107,7 @@ def cell_config(cell: Cell, options: CheckOptions) -> RunConfig:
     scenario = cell.scenario
     return scenario_config(
         scenario,
-        options.out / scenario.name / cell.name.replace(":", "-"),
+        options.out / cell_folder(scenario.name, cell.name),
         duration_s=cell_duration(cell, options),
         inject=() if cell.inject is None else (cell.inject,),
         seed=options.seed,
@@ -176,8 +177,10 @@ def run_cell(
     # Ctrl-C reaches only the main thread; runs on other threads see it through ``cancel``.
     result = CellResult(cell, run(config, stop_when=stop, on_progress=progress, cancel=cancel))
     if observer is not None:
-        observer.landed(result)
-    return result
+        observer.landed(result)  # the report drawer takes the samples the run parsed
+    # The matrix keeps every cell's outcome until the suite is judged: not its samples
+    # (a night's cell is close to a million lines).
+    return replace(result, outcome=replace(result.outcome, samples=None))
 
 
 def run_matrix(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.runfiles.summary import Summary
 from harness.runfiles.summary_records import Metric
@@ -74,6 +75,22 @@ def column(summary: Summary) -> str:
 
 def column_of(injected: Sequence[str]) -> str:
     return f"inject:{'+'.join(injected)}" if injected else FIXED
+
+
+def cell_folder(scenario: str, column: str) -> str:
+    """Where ``check`` puts a cell's run under its output folder: ``<scenario>/fixed``,
+    ``<scenario>/inject-<name>``."""
+    return f"{scenario}/{column.replace(':', '-')}"
+
+
+def cell_of_folder(rundir: Path) -> tuple[str, str]:
+    """The scenario and column of a folder laid out by :func:`cell_folder`; the folder's
+    own name as a fixed cell's scenario when it is not laid out that way."""
+    if rundir.name == FIXED:
+        return rundir.parent.name, FIXED
+    if rundir.name.startswith("inject-") and rundir.parent.name:
+        return rundir.parent.name, f"inject:{rundir.name.removeprefix('inject-')}"
+    return rundir.name, FIXED
 
 
 def detect_s(summary: Summary) -> float | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.runfiles.facts import cell_folder
 
 PLAN_FILE = "shard-plan.json"
 SCHEMA = "leak-harness/shard-plan"
@@ -34,7 +35,7 @@ class PlannedCell:
     @property
     def folder(self) -> str:
         """Its run folder under the shard's output folder (as ``check`` names it)."""
-        return f"{self.scenario}/{self.column.replace(':', '-')}"
+        return cell_folder(self.scenario, self.column)
 
     @property
     def label(self) -> str:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 from types import TracebackType
 
 from harness.parent.matrix import Cell, CellResult
 from harness.parent.supervisor import Snapshot
 from harness.runfiles.names import REPORT_FILE, SAMPLES_FILE
 from harness.runfiles.reader import LoadedRun, open_samples
+from harness.runfiles.summary import Summary
 from harness.suite import Suite
 from leak_harness.cli.base import write_report
 from leak_harness.cli.check_view import PlainView
@@ -39,18 +41,23 @@ def draw(loaded: LoadedRun) -> bool:
 def draw_missing_reports(suite: Suite) -> None:
     """Each missing run report of a judged cell, so every cell of the index links
     somewhere: from the summary the suite already read, on every core (the cells are
-    done, the machine is free; 30 cells took 85 s one after another)."""
-    missing = [LoadedRun(cell.rundir, cell.summary, *open_samples(cell.rundir / SAMPLES_FILE))
-               for cell in suite.cells
+    done, the machine is free; 30 cells took 85 s one after another). Each drawing
+    reads its own samples, so no two of them are held at once."""
+    missing = [(cell.rundir, cell.summary) for cell in suite.cells
                if cell.summary is not None and not (cell.rundir / REPORT_FILE).exists()]
     workers = min(len(missing), os.cpu_count() or 1)
     if workers <= 1 or len(missing) < MIN_PARALLEL_REPORTS:
-        for loaded in missing:
-            draw(loaded)
+        for rundir, summary in missing:
+            draw_from(rundir, summary)
         return
     # spawn, not fork: the parent may still hold threads (the matrix's pool, a live view)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        list(pool.map(draw, missing))
+        list(pool.map(draw_from, *zip(*missing, strict=True)))
+
+
+def draw_from(rundir: Path, summary: Summary) -> bool:
+    """A run's report from the summary already read and its samples, read here."""
+    return draw(LoadedRun(rundir, summary, *open_samples(rundir / SAMPLES_FILE)))
 
 
 class ReportDrawer:

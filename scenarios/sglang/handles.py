@@ -36,12 +36,14 @@ import os
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from refcache.pools import PoolAccount
+
+# What match_prefix returns to the scheduler: SGLang's MatchResult fields.
+from refcache.radix_tree import MatchResult
 from refcache.req import Req
 from scenarios.sglang import glue
 
@@ -67,16 +69,6 @@ UNIFIED_MODULES = (
 CORE_ENV_VAR = "LEAK_HARNESS_SGLANG_TREE_CORE"
 NO_LIMIT = 1 << 30  # max_new_tokens: the harness decides when a request ends
 AUX = "sglang"
-
-
-@dataclass
-class Match:
-    """What ``match_prefix`` returns to the harness (SGLang's ``MatchResult`` fields)."""
-
-    device_indices: torch.Tensor
-    last_device_node: Any
-    last_host_node: Any = None
-    host_hit_length: int = 0
 
 
 class Modules:
@@ -328,14 +320,14 @@ class HandleCache:
         return bool(self.cache.check_prefetch_progress(self._sgl(req).cache_request_handle))
 
     # ---------------------------------------------------------------- the tree
-    def match_prefix(self, key: Any) -> Match:
+    def match_prefix(self, key: Any) -> MatchResult:
         params = self.mods.base.MatchPrefixParams(
             key=self.mods.radix.RadixKey(array("q", key.token_ids), key.extra_key))
         result = self.cache.match_prefix(params)
         node = result.last_device_node
         indices = (self.cache.path_device_indices(node) if result.device_prefix_len
                    else torch.empty(0, dtype=torch.int64))
-        return Match(indices, node)
+        return MatchResult(indices, node, None)
 
     def insert(self, key: Any, value: Any, extra: dict[str, Any] | None = None) -> int:
         params = self.mods.base.InsertParams(
@@ -499,7 +491,9 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
     if core not in ("python", "rust"):
         raise glue.GlueError(f"{CORE_ENV_VAR}={core!r}: the tree core is 'python' or 'rust'")
     if ct.MAMBA in components:
-        req_pool = _mamba_req_pool(mods, rows, context, int(options.get("mamba_size", 48)))
+        mamba_utils = glue.import_modules(["sglang.srt.configs.mamba_utils"])[0]
+        req_pool = hybrid_req_pool(mods.memory_pool, mamba_utils, rows, context,
+                                   int(options.get("mamba_size", 48)))
     else:
         req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
     window: int | None = None
@@ -524,16 +518,18 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
     return HandleCache(mods, cache, req_pool, family, kind, None, notes)
 
 
-def _mamba_req_pool(mods: Modules, rows: int, context: int, mamba_size: int) -> Any:
-    """SGLang's ``HybridReqToTokenPool``: request rows plus a ``MambaPool`` of
-    ``mamba_size`` state slots (one small Mamba2 layer: the cache logic never reads
-    the states, only their slot indices), without the extra tracking buffer."""
-    mamba_utils = glue.import_modules(["sglang.srt.configs.mamba_utils"])[0]
+def hybrid_req_pool(memory_pool: Any, mamba_utils: Any, rows: int, context: int,
+                    mamba_size: int) -> Any:
+    """SGLang's ``HybridReqToTokenPool`` (from the release's ``memory_pool`` and
+    ``mamba_utils`` modules, the same on every release): request rows plus a
+    ``MambaPool`` of ``mamba_size`` state slots (one small Mamba2 layer: the cache
+    logic never reads the states, only their slot indices), without the extra
+    tracking buffer."""
     shape = mamba_utils.Mamba2StateShape.create(
         tp_world_size=1, intermediate_size=16, n_groups=1, num_heads=2, head_dim=8,
         state_size=8, conv_kernel=4)
     params = mamba_utils.Mamba2CacheParams(shape=shape, layers=[0])
-    return mods.memory_pool.HybridReqToTokenPool(
+    return memory_pool.HybridReqToTokenPool(
         size=rows, mamba_size=mamba_size, mamba_spec_state_size=0, max_context_len=context,
         device="cpu", enable_memory_saver=False, cache_params=params, mamba_layer_ids=[0],
         enable_mamba_extra_buffer=False, enable_overlap_schedule=False)

@@ -35,7 +35,7 @@ import torch
 
 from refcache.req import Req
 from scenarios.sglang import glue
-from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus
+from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus, hybrid_req_pool
 
 # Attribute -> the module holding it, first match wins (0.5.11, then 0.5.17 layouts).
 LEGACY_MODULES: dict[str, tuple[str, ...]] = {
@@ -294,7 +294,8 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
     mamba = family in ("mamba", "unified")
     swa = family in ("swa", "unified") and options.get("swa_size") is not None
     if mamba:
-        req_pool = _mamba_req_pool(mods, rows, context, int(options.get("mamba_size", 48)))
+        req_pool = hybrid_req_pool(mods.memory_pool, mods.mamba_utils, rows, context,
+                                   int(options.get("mamba_size", 48)))
     else:
         req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
     window = int(options.get("sliding_window", 64)) if swa else None
@@ -337,16 +338,3 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
         census.watch(mods.radix.TreeNode)
         cache, kind = mods.radix.RadixCache(params), "RadixCache"
     return LegacyCache(mods, cache, req_pool, family, kind, census)  # type: ignore[arg-type]
-
-
-def _mamba_req_pool(mods: LegacyModules, rows: int, context: int, mamba_size: int) -> Any:
-    """``HybridReqToTokenPool`` with one small Mamba2 layer (see handles._mamba_req_pool)."""
-    mu = mods.mamba_utils
-    shape = mu.Mamba2StateShape.create(
-        tp_world_size=1, intermediate_size=16, n_groups=1, num_heads=2, head_dim=8,
-        state_size=8, conv_kernel=4)
-    params = mu.Mamba2CacheParams(shape=shape, layers=[0])
-    return mods.memory_pool.HybridReqToTokenPool(
-        size=rows, mamba_size=mamba_size, mamba_spec_state_size=0, max_context_len=context,
-        device="cpu", enable_memory_saver=False, cache_params=params, mamba_layer_ids=[0],
-        enable_mamba_extra_buffer=False, enable_overlap_schedule=False)

@@ -50,14 +50,20 @@ def test_a_merge_that_lost_a_shard_names_it_and_its_cells_and_fails(
            "plan and no run" in junit
 
 
-def test_a_whole_night_merges_as_before(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def whole_night(tmp_path: Path) -> Path:
+    """Both shards ran every cell the night planned."""
     night = tmp_path / "nightly"
     ran_shard_1(night)
     out = shard_folder(night, 2)
     write_plan(out, ShardPlan(2, 2, NIGHT))
     write_summary_only(out / "hiradix-multiturn" / "inject-hiradix-host-indices-view",
                        "hiradix-multiturn", ("hiradix-host-indices-view",), "leak", 1e9)
+    return night
+
+
+def test_a_whole_night_merges_as_before(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    night = whole_night(tmp_path)
     assert main(["report", str(night), "--out", str(night)]) == 0
     assert "INCOMPLETE" not in capsys.readouterr().out
 
@@ -99,12 +105,7 @@ def test_a_history_the_merge_could_not_write_fails_it_and_a_local_check_keeps_0(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Case 103: 'HISTORY NOT UPDATED ...', exit 0, the night's rows gone."""
-    night = tmp_path / "nightly"
-    ran_shard_1(night)
-    out = shard_folder(night, 2)
-    write_plan(out, ShardPlan(2, 2, NIGHT))
-    write_summary_only(out / "hiradix-multiturn" / "inject-hiradix-host-indices-view",
-                       "hiradix-multiturn", ("hiradix-host-indices-view",), "leak", 1e9)
+    night = whole_night(tmp_path)
     text_db = tmp_path / "text.db"
     text_db.write_text("not a database\n", encoding="utf-8")
     assert main(["report", str(night), "--out", str(night), "--history", str(text_db)]) == 3
