@@ -228,8 +228,9 @@ def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell],
 
     A user's cache cannot take the reference cache's injected regressions unless
     its factory says which it implements (a ``regressions`` attribute), so the
-    other injected cells are not run: they are n/a, never counted either way. A
-    factory with a ``declines`` attribute (the scenario's cache options -> why it
+    other injected cells are not run: they are n/a, never counted either way (a
+    factory's ``no_regressions`` sentence says why it takes none, as the SGLang target
+    does). A factory with a ``declines`` attribute (the scenario's cache options -> why it
     cannot run them, or None) makes the scenarios it declines n/a the same way.
     """
     if target is None:
@@ -247,9 +248,16 @@ def applicable_cells(cells: list[Cell], target: str | None) -> tuple[list[Cell],
         if why:
             skipped.append(f"{cell.label}: n/a (the target does not run this scenario: {why})")
         elif cell.inject is not None and cell.inject not in takes:
-            skipped.append(f"{cell.label}: n/a (the target declares no regression "
-                           f"{cell.inject!r}; a factory lists those it implements in a "
-                           "'regressions' attribute)")
+            skipped.append(f"{cell.label}: n/a ({_why_not_injected(factory, cell.inject)})")
         else:
             runnable.append(cell)
     return runnable, skipped
+
+
+def _why_not_injected(factory: object, inject: str) -> str:
+    """Why a target's injected cell is n/a: the factory's own sentence, else the rule."""
+    own = getattr(factory, "no_regressions", None)
+    if isinstance(own, str) and own:
+        return own
+    return (f"the target declares no regression {inject!r}; a factory lists those it "
+            "implements in a 'regressions' attribute")

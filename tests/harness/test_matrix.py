@@ -321,6 +321,13 @@ def takes_keep_chunks(**options: object) -> None:
 takes_keep_chunks.regressions = ("keep-chunks",)  # type: ignore[attr-defined]
 
 
+def runs_as_released(**options: object) -> None:
+    """A target factory that says in its own words why it takes no regression."""
+
+
+runs_as_released.no_regressions = "it runs its code as released"  # type: ignore[attr-defined]
+
+
 def test_on_a_users_target_injected_cells_are_na_unless_the_factory_declares_them() -> None:
     from leak_harness.cli.check import applicable_cells
 
@@ -331,5 +338,7 @@ def test_on_a_users_target_injected_cells_are_na_unless_the_factory_declares_the
                   "'keep-chunks'; a factory lists those it implements in a 'regressions' "
                   "attribute)"]
     declared, none = applicable_cells(cells, "tests.harness.test_matrix:takes_keep_chunks")
+    _, own = applicable_cells(cells, "tests.harness.test_matrix:runs_as_released")
+    assert own == ["toggle[inject:keep-chunks]: n/a (it runs its code as released)"]
     assert declared == cells and none == []
     assert applicable_cells(cells, None) == (cells, [])
