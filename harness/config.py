@@ -91,9 +91,10 @@ class RunConfig:
         if self.duration_s is None and self.max_ops is None:
             raise UsageError("a run needs a duration or an op count.")
         if self.duration_s is not None and not self.duration_s > 0:
-            raise UsageError("the duration must be positive.")
+            raise UsageError(
+                f"the duration (--duration) must be positive, got {self.duration_s:g} s.")
         if self.max_ops is not None and self.max_ops <= 0:
-            raise UsageError("the op count must be positive.")
+            raise UsageError(f"the op count (--ops) must be positive, got {self.max_ops}.")
         if self.warmup_s < 0 or not self.heartbeat_s > 0:
             raise UsageError("warm-up must be >= 0 and the heartbeat limit positive.")
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
@@ -102,9 +103,10 @@ class RunConfig:
                 f"({self.duration_s:g} s): nothing would be measured."
             )
         if self.timeout_s is not None and not self.timeout_s > 0:
-            raise UsageError("the timeout must be positive.")
+            raise UsageError(f"the timeout (--timeout) must be positive, got {self.timeout_s:g} s.")
         if self.rss_ceiling is not None and self.rss_ceiling <= 0:
-            raise UsageError("the RSS ceiling must be positive.")
+            raise UsageError(
+                f"the RSS ceiling (--rss-ceiling) must be positive, got {self.rss_ceiling}.")
 
     @property
     def path(self) -> Path:

@@ -38,6 +38,8 @@ def parse_duration(text: str) -> float:
     if not source:
         raise ValueError("empty duration: write it like '90s', '10m', '2h' or '1h30m'.")
     if _is_number(source):
+        if not float(source) > 0:  # suggesting '0s' would only earn the next refusal
+            raise ValueError(f"a duration must be positive, got {text!r}.")
         raise ValueError(f"duration {text!r} has no unit: write '{source}s' or '{source}m'.")
     total, position, last_rank = 0.0, 0, -1
     ranks = list(_DURATION_UNITS)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.workloads.locks import LockLedger
-from scenarios.workloads.protocol import PrefixCache
+from scenarios.workloads.protocol import PrefixCache, as_tables
 from scenarios.workloads.slots import SlotLedger
 
 # Departed requests remembered with the path they left by: enough for those that left
@@ -87,7 +87,7 @@ class IdleCheck:
         them (SGLang #9874 left ``ongoing_prefetch`` entries of aborted requests)."""
         self.stale, before = 0, self.stale_tables
         self.stale_tables = {}
-        for table, rids in cache.request_tables().items():
+        for table, rids in as_tables(cache.request_tables()).items():
             gone = [rid for rid in rids if rid not in live]
             self.stale += len(gone)
             if gone:

@@ -10,7 +10,7 @@ the KV slots they hold, the locked ``last_node``, an optional state slot).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from refcache.pools import PoolAccount
@@ -28,6 +28,34 @@ REQUIRED = (
 def missing_methods(cache: object) -> list[str]:
     """The required methods ``cache`` lacks (or has as non-callables), in protocol order."""
     return [name for name in REQUIRED if not callable(getattr(cache, name, None))]
+
+
+class ProtocolError(TypeError):
+    """A cache's call returned a value of the wrong type: the sentence names the call."""
+
+
+def as_bool(call: str, value: Any) -> bool:
+    """``value`` from ``call`` if it is a bool (numpy's too), else refuse: ``bool("no")``
+    is True, so a wrong type would pass unnoticed."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ProtocolError(f"the cache's {call} returned {type(value).__name__} {value!r:.40}, "
+                        "not a bool")
+
+
+def as_tables(value: Any) -> dict[str, list[int]]:
+    """``request_tables()``'s value as {table: request ids}, or a sentence naming the call."""
+    call = "request_tables()"
+    if not isinstance(value, Mapping):
+        raise ProtocolError(f"the cache's {call} returned {type(value).__name__}, not a "
+                            "mapping of table name to request ids")
+    tables: dict[str, list[int]] = {}
+    for table, rids in value.items():
+        if isinstance(rids, (str, bytes)) or not isinstance(rids, Iterable):
+            raise ProtocolError(f"the cache's {call} gave table {table!r} as "
+                                f"{type(rids).__name__} {rids!r:.40}, not request ids")
+        tables[str(table)] = list(rids)
+    return tables
 
 
 class PrefixCache(Protocol):

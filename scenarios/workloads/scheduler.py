@@ -49,7 +49,7 @@ from scenarios.workloads.exits import (
 )
 from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.overlap import OverlapDecode, missing_calls
-from scenarios.workloads.protocol import PrefixCache
+from scenarios.workloads.protocol import PrefixCache, as_bool
 from scenarios.workloads.request_state import Running, Waiting
 from scenarios.workloads.traffic import Traffic
 
@@ -238,7 +238,7 @@ class Scheduler:
     def _prefetch_done(self, req: Req) -> bool:
         """SGLang's ``check_prefetch_progress``, for a cache with asynchronous prefetch."""
         check = self.support.prefetch_progress
-        return check is None or bool(check(req))
+        return check is None or as_bool("check_prefetch_progress(req)", check(req))
 
     def _drop(self, waiting: Waiting) -> None:
         self.dropped += 1

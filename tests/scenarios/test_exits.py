@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from refcache import factories
+from refcache.pools import SlotAllocator
 from refcache.radix import RadixCache
 from refcache.req import Req
 from scenarios.workloads.common import EXIT_LOAD
@@ -154,3 +155,38 @@ def test_a_users_table_that_keeps_every_request_is_budgeted_on_radix_exits() -> 
         w.close()
     assert stale > 100
     assert set(notes["stale_request_entries"]) == {"sessions"}
+
+
+class _SaysNo(RadixCache):
+    """RELIABILITY-3 case 86: ``check_prefetch_progress`` returns "no" (truthy)."""
+
+    def check_prefetch_progress(self, req: Req) -> Any:
+        return "no"
+
+
+class _TablesOf(RadixCache):
+    """RELIABILITY-3 cases 87 and 88: ``request_tables()`` of a wrong shape."""
+
+    def __init__(self, tables: Any) -> None:
+        super().__init__(SlotAllocator(2048))
+        self.tables = tables
+
+    def request_tables(self) -> Any:
+        return self.tables
+
+
+@pytest.mark.parametrize(("cache", "said"), [
+    (lambda: _SaysNo(SlotAllocator(2048)),
+     "the cache's check_prefetch_progress(req) returned str 'no', not a bool"),
+    (lambda: _TablesOf(["sessions"]),
+     "the cache's request_tables() returned list, not a mapping of table name to request ids"),
+    (lambda: _TablesOf({"sessions": "abc"}),
+     "the cache's request_tables() gave table 'sessions' as str 'abc', not request ids"),
+])
+def test_a_wrong_type_from_an_optional_call_is_a_sentence_naming_the_call(
+        cache: Callable[[], RadixCache], said: str) -> None:
+    from scenarios.workloads.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError) as caught:
+        drive(cache(), steps=400)
+    assert str(caught.value) == said
