@@ -30,6 +30,13 @@ PASSING = (PASS, SUSPICIOUS)
 FAILING = (LEAK, CRASHED, HUNG, CEILING)
 
 
+def detection_words(verdict: str) -> str:
+    """What a run's ``time_to_detect_s`` marks, in words: a leak is detected then and a
+    crash happened then; any other verdict only had a budget first fail then (a
+    suspicious run never confirmed it)."""
+    return {LEAK: "detected", CRASHED: "crashed"}.get(verdict, "a budget first failed")
+
+
 # Exit codes, as CI tools use them: a regression is not a broken tool.
 EXIT_PASS, EXIT_REGRESSION, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143

@@ -24,6 +24,7 @@ from harness.parent.matrix import Cell, CellResult, judge_results
 from harness.parent.supervisor import Snapshot
 from harness.suite import CellOutcome
 from harness.units import format_bytes
+from harness.verdicts import detection_words
 
 OK, PROVISIONAL, WRONG = "ok", "ok?", "WRONG"
 
@@ -94,7 +95,8 @@ def mark(judged: CellOutcome, awaits_fixed: bool = False) -> str:
 def short(result: CellResult, marked: str) -> str:
     """The verdict, its mark and when it was detected: ``leak (ok, detected at 2.9 s)``."""
     ttd = result.outcome.summary.time_to_detect_s
-    detect = f", detected at {ttd:.1f} s" if ttd is not None else ""
+    words = detection_words(result.outcome.verdict)
+    detect = f", {words} at {ttd:.1f} s" if ttd is not None else ""
     return f"{result.outcome.verdict} ({marked}{detect})"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.units import format_bytes
-from harness.verdicts import PROCESS_VERDICTS
+from harness.verdicts import PROCESS_VERDICTS, detection_words
 from reports.render.html import (
     badge,
     bullet_list,
@@ -83,7 +83,8 @@ def _headline(model: RunModel) -> list[str]:
             lines.append(f"Every budget held ({len(model.judged)} judged).")
         lines += [esc(reason) for reason in first]
     if summary.time_to_detect_s is not None:
-        lines.append(f"{esc(summary.verdict)} detected after "
+        words = detection_words(summary.verdict)
+        lines.append(f"{esc(words.capitalize())} after "
                      f"{esc(format_seconds(summary.time_to_detect_s))} of workload.")
     where = summary.where_it_grows()
     if where:

@@ -354,3 +354,12 @@ def test_doctor_names_the_code_a_target_runs_and_what_it_declines(
     assert "  MyCache 1.2 from /opt/mycache\n" in out
     assert "scenarios.mamba_lru:SCENARIO  n/a: no Mamba state pool" in out
     assert "conforms: all 0 scenarios ran (1 n/a for this target)." in out
+
+
+def test_when_a_run_was_detected_is_worded_by_its_verdict() -> None:
+    """RELIABILITY-3 cases 56 and 63: a suspicious fixed cell was 'detected at' 6.0 s and
+    a crashed run 'crashed detected after' its crash."""
+    from harness.verdicts import detection_words
+
+    assert [detection_words(v) for v in ("leak", "crashed", "suspicious", "hung")] == [
+        "detected", "crashed", "a budget first failed", "a budget first failed"]
