@@ -113,6 +113,9 @@ def check_header(record: Any, where: str) -> HeaderLine:
     return cast(HeaderLine, record)
 
 
+MAX_CORRUPT_LINES = 20  # middle lines skipped, each marked, before the file is refused
+
+
 def parse_line(text: str, where: str, number: int) -> dict[str, Any]:
     try:
         record = json.loads(text)
@@ -139,6 +142,7 @@ def load_samples(path: Path) -> RunData:
 
 def read_samples(lines: Iterable[str], where: str) -> RunData:
     builder: RunDataBuilder | None = None
+    skipped: list[int] = []
     for number, line in enumerate(lines, start=1):
         if not line.endswith("\n"):  # no newline after the last: cut mid-write
             if builder is None and line.strip():
@@ -153,10 +157,29 @@ def read_samples(lines: Iterable[str], where: str) -> RunData:
         if builder is None:
             builder = RunDataBuilder(check_header(parse_line(line, where, 1), where))
         elif line.strip():
-            add_record(builder, parse_line(line, where, number), where, number)
+            record = _readable(line, where, number, skipped)
+            if record is None:
+                builder.add({"type": "event", "name": "corrupt_line", "t": builder.last_t,
+                             "line": number})
+            else:
+                add_record(builder, record, where, number)
     if builder is None:
         raise UsageError(f"{where} is empty: the worker wrote no header.")
     return builder.build()
+
+
+def _readable(line: str, where: str, number: int, skipped: list[int]) -> dict[str, Any] | None:
+    """A middle line's record, or None for one that is not JSON (a bad disk block, a
+    stray write): skipped and marked in-band, so one bad line no longer costs every
+    plot. Past MAX_CORRUPT_LINES the file is not a samples file this harness wrote."""
+    try:
+        return parse_line(line, where, number)
+    except UsageError:
+        skipped.append(number)
+        if len(skipped) > MAX_CORRUPT_LINES:
+            raise UsageError(f"{where} has more than {MAX_CORRUPT_LINES} lines that are not "
+                             f"sample records (lines {skipped[0]}, {skipped[1]}, ...).") from None
+        return None
 
 
 def add_record(builder: RunDataBuilder, record: dict[str, Any], where: str, number: int) -> None:

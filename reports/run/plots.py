@@ -41,6 +41,7 @@ MARKED_EVENTS = {
     "malloc_trim": ("malloc_trim probe", "#57606a"),
     "crash": ("crash", "#82071e"),
     "truncated": ("samples cut off", "#8250df"),
+    "corrupt_line": ("unreadable sample line skipped", "#8250df"),
 }
 STATUS_COLOURS = {"pass": "#1a7f37", "suspicious": "#9a6700", "leak": "#cf222e", "error": "#57606a"}
 PLAIN = "#24292f"
@@ -65,7 +66,7 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
     fit = model.rss_fit
     shade_warmup(axes, scale, first, model.warmup_s, fit.analysed_from_s if fit else None)
     if fit is not None:
-        draw_fit(axes, fit, scale, divisor, fit.start_s)
+        draw_fit(axes, fit, scale, divisor)
         corner_text(axes, f"RSS {format_growth(fit.per_h, fit.ci, 'B/h')}",
                     status_colour(model, "rss"))
     mark_events(axes, run, scale)
@@ -77,14 +78,13 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
     return save(figure, path)
 
 
-def draw_fit(axes: Axes, fit: FitLine, scale: TimeScale, divisor: float,
-             from_s: float) -> FloatArray:
-    """The judged line from ``from_s`` (dashed) over the fan of its slope's 95% interval;
-    returns the line's two ends (s)."""
+def draw_fit(axes: Axes, fit: FitLine, scale: TimeScale, divisor: float) -> FloatArray:
+    """The judged line over the span it was fitted on (dashed) and the fan of its slope's
+    95% interval; returns the line's two ends (s)."""
     band_t, low, high = fit.band()
     axes.fill_between(scale(band_t), low / divisor, high / divisor, color=COLOURS[4],
                       alpha=0.15, lw=0, label="95% interval of the growth")
-    ends: FloatArray = np.asarray([from_s, fit.end_s])
+    ends = fit.ends()
     axes.plot(scale(ends), fit.at(ends) / divisor, color=COLOURS[4], ls="--", lw=1.6,
               label=fit.label)
     return ends

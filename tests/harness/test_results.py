@@ -66,12 +66,27 @@ def test_truncated_last_line_is_tolerated_and_reported(tmp_path: Path) -> None:
     assert len(data.rss) == 6  # the cut line is not half-read
 
 
-def test_corrupt_middle_line_names_its_number(tmp_path: Path) -> None:
+def test_a_corrupt_middle_line_is_skipped_and_marked(tmp_path: Path) -> None:
+    """RELIABILITY-3 case 26: one bad line in the middle cost every plot."""
     path = copy_golden(tmp_path) / "samples.jsonl"
+    whole = len(load_samples(path).rss)
     lines = path.read_text().splitlines(keepends=True)
-    lines[4] = '{"type":"rss",' + "\n"
+    rss_line = next(i for i, line in enumerate(lines) if '"type": "rss"' in line
+                    or '"type":"rss"' in line)
+    lines[rss_line] = '{"type":"rss",' + "\n"
     path.write_text("".join(lines), encoding="utf-8")
-    with pytest.raises(UsageError, match=r"samples.jsonl line 5 is not valid JSON"):
+    data = load_samples(path)
+    marked = data.event("corrupt_line")
+    assert marked is not None and marked["line"] == rss_line + 1
+    assert len(data.rss) == whole - 1
+
+
+def test_a_file_of_many_corrupt_lines_is_refused(tmp_path: Path) -> None:
+    path = copy_golden(tmp_path) / "samples.jsonl"
+    header = path.read_text().split("\n", 1)[0]
+    path.write_text(header + "\n" + "not json\n" * 30, encoding="utf-8")
+    with pytest.raises(UsageError, match=r"more than 20 lines that are not sample records "
+                                         r"\(lines 2, 3, \.\.\.\)"):
         load_samples(path)
 
 
