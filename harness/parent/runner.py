@@ -10,6 +10,7 @@ files are removed and the sentence is raised as a UsageError.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -73,7 +74,9 @@ def run(
     twice a second for a live display. Setting ``cancel`` stops the run as
     Ctrl-C does (for runs on other threads, which never see the signal).
     """
+    made_here = not config.path.exists()
     prepare_rundir(config)
+    refused = False
     try:
         process = spawn_worker(config)
         tree = ProcessTree(process.pid)
@@ -87,12 +90,15 @@ def run(
             process.wait()
         if ending.status == REFUSED:
             forget_run(config.path)
+            refused = True
             raise UsageError(ending.reasons[0])
         # A run with a stop predicate kept every record while it ran: no second parse.
         kept = supervisor.tail.finish() if supervisor.tail.keep_all else None
         return conclude(config, ending, samples=kept)
     finally:
         folder_lock.release(config.path)
+        if refused and made_here:
+            _remove_if_empty(config.path)
 
 
 def prepare_rundir(config: RunConfig) -> None:
@@ -117,6 +123,16 @@ def forget_run(rundir: Path) -> None:
     """Undo a refused run's files, so the same folder takes the corrected command."""
     for name in (SAMPLES_FILE, CONFIG_FILE, HEARTBEAT_FILE, STOP_FILE, STACKS_FILE, REFUSED_FILE):
         (rundir / name).unlink(missing_ok=True)
+    log = rundir / WORKER_LOG
+    if log.exists() and log.stat().st_size == 0:  # a log with words in it is kept
+        log.unlink()
+
+
+def _remove_if_empty(rundir: Path) -> None:
+    """A refused run's folder that this run made, once it holds nothing again: no run
+    folder for a run never run (a folder the user made stays)."""
+    with contextlib.suppress(OSError):  # not empty (a worker log with words): kept
+        rundir.rmdir()
 
 
 def spawn_worker(config: RunConfig) -> subprocess.Popen[bytes]:

@@ -287,6 +287,11 @@ def test_a_budget_on_a_metric_the_run_never_records_is_refused_before_the_worklo
         run_fixture(no_leftovers, "HEALTHY", duration_s=60.0, budgets=("rign: <= 256",))
     assert time.monotonic() - began < 30  # refused at start, not after the 60 s run
     assert not (no_leftovers / SAMPLES_FILE).exists()  # no half run left behind
+    assert list(no_leftovers.iterdir()) == []  # nor its empty log (RELIABILITY-3 case 8)
+    made = no_leftovers / "new"
+    with pytest.raises(UsageError, match=r"publishes no metric 'rign'"):
+        run_fixture(made, "HEALTHY", duration_s=60.0, budgets=("rign: <= 256",))
+    assert not made.exists()  # a folder the refused run made is gone again
     # The corrected command takes the same folder.
     assert run_fixture(no_leftovers, "HEALTHY", budgets=("ring: <= 256",)).verdict == "pass"
 
