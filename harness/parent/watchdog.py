@@ -122,8 +122,10 @@ class Watchdog:
         if rss > self.ceiling:
             return Breach(
                 "ceiling",
-                f"the worker's RSS reached {rss / 1e6:.0f} MB after {self.elapsed():.1f} s, "
-                f"over the {self.ceiling / 1e6:.0f} MB ceiling; it was killed.",
+                # Counted from the worker's start, not the samples' clock (which starts
+                # once the worker has imported torch and built the cache): said so.
+                f"the worker's RSS reached {rss / 1e6:.0f} MB {self.elapsed():.1f} s after the "
+                f"worker started, over the {self.ceiling / 1e6:.0f} MB ceiling; it was killed.",
             )
         return None
 
