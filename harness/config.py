@@ -73,6 +73,9 @@ class RunConfig:
     # Of ``budgets``, those skipped (with a reason) when the run has no such metric:
     # the scenario's declared budgets on a user's target (``--target``).
     skippable_budgets: tuple[Budget, ...] = ()
+    # What the scenario itself would run with (``warmup_s``, ``gc_mode``, ``budgets`` as
+    # texts), so the reproduce command names only what differs from it.
+    scenario_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._check_limits()
@@ -129,6 +132,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["options"] = dict(self.options)
+        data["scenario_defaults"] = dict(self.scenario_defaults)
         for key in ("inject", "samplers"):
             data[key] = list(data[key])
         for key in BUDGET_FIELDS:
@@ -185,20 +189,25 @@ def seconds_text(value: float) -> str:
 
 
 def reproduce_command(config: RunConfig) -> str:
-    """The ``leak-harness run`` command line that repeats this run.
+    """The ``leak-harness run`` command line that repeats this run, naming only what
+    differs from the scenario's own defaults (all of it for a config that lacks them).
 
     Scenario options and sampler intervals have no CLI flags; runs that change
     them come from Python (pytest, ``check``) and are repeated from there.
     """
+    defaults = config.scenario_defaults
     argv = ["leak-harness", "run", config.scenario]
     if config.duration_s is not None:
         argv += ["--duration", seconds_text(config.duration_s)]
     if config.max_ops is not None:
         argv += ["--ops", str(config.max_ops)]
-    argv += ["--warmup", seconds_text(config.warmup_s)]
+    if config.warmup_s != defaults.get("warmup_s"):
+        argv += ["--warmup", seconds_text(config.warmup_s)]
     for name in config.inject:
         argv += ["--inject", name]
-    argv += ["--seed", str(config.seed), "--gc-mode", config.gc_mode]
+    argv += ["--seed", str(config.seed)]
+    if config.gc_mode != defaults.get("gc_mode"):
+        argv += ["--gc-mode", config.gc_mode]
     if config.timeout_s is not None:
         argv += ["--timeout", seconds_text(config.timeout_s)]
     if config.heartbeat_s != DEFAULT_HEARTBEAT_S:
@@ -207,9 +216,20 @@ def reproduce_command(config: RunConfig) -> str:
         argv += ["--rss-ceiling", f"{config.rss_ceiling}B"]
     if config.target:
         argv += ["--target", config.target]
-    for budget in config.budgets:
-        if budget not in config.skippable_budgets:  # declared ones come back from the scenario
-            argv += ["--budget", budget.text]
+    for text in _budget_flags(config):
+        argv += ["--budget", text]
     if not set(ATTRIBUTION_SAMPLERS) & set(config.samplers):
         argv += ["--no-attribution"]
     return shlex.join(argv)
+
+
+def _budget_flags(config: RunConfig) -> list[str]:
+    """``--budget`` values that turn the scenario's budgets into the run's: the changed
+    or added ones, and ``metric: off`` for a declared metric the run dropped."""
+    declared = tuple(map(str, config.scenario_defaults.get("budgets", ())))
+    flags = [b.text for b in config.budgets
+             if b not in config.skippable_budgets  # declared ones come back from the scenario
+             and b.text not in declared]
+    kept = {b.metric for b in config.budgets}
+    dropped = dict.fromkeys(read_budget(t, "the scenario's budgets").metric for t in declared)
+    return flags + [f"{metric}: off" for metric in dropped if metric not in kept]

@@ -83,6 +83,8 @@ def scenario_config(
         # need publish those of an optional call (the scenario's if_published).
         skippable_budgets=tuple(b for b in merged if b.text in declared
                                 and (target or b.metric in scenario.if_published)),
+        scenario_defaults={"warmup_s": duration_from("the scenario's warm-up", scenario.warmup),
+                           "gc_mode": scenario.gc_mode, "budgets": list(declared)},
         **limits,
     )
 
