@@ -71,11 +71,16 @@ class RunFacts:
     exit_code: int | None = None
     budgets: tuple[str, ...] | None = None  # the budgets judged, after the overrides
     window_s: tuple[float, float] | None = None  # measured: after warm-up to last sample
+    # The code under test when it is not the reference: ``--target`` as given, and what
+    # the target says it runs (a built-in target's ``describe()``: "SGLang 0.5.23 from ...").
+    target: str | None = None
+    target_code: str | None = None
 
     def to_json(self) -> JSON:
         return {"rundir": self.rundir, "ending": self.ending, "exit_code": self.exit_code,
                 "budgets": list(self.budgets) if self.budgets is not None else None,
-                "window_s": list(self.window_s) if self.window_s is not None else None}
+                "window_s": list(self.window_s) if self.window_s is not None else None,
+                "target": self.target, "target_code": self.target_code}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> RunFacts:
@@ -85,6 +90,7 @@ class RunFacts:
             integer(code) if code is not None else None,
             tuple(map(text, sequence(budgets))) if budgets is not None else None,
             pair(window) if window is not None else None,
+            optional_text(data.get("target")), optional_text(data.get("target_code")),
         )
 
 
@@ -233,7 +239,7 @@ def load_summary(rundir: Path) -> Summary:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}.") from None
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}).") from None
+        raise UsageError(f"{path} is not valid JSON ({json_error(exc)}).") from None
     if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA:
         raise UsageError(f"{path} is not a leak-harness summary.")
     version = data.get("version")
@@ -247,6 +253,26 @@ def load_summary(rundir: Path) -> Summary:
     except (KeyError, TypeError, ValueError, UsageError) as exc:
         why = exc.message if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         raise UsageError(f"{path} does not match summary version {version} ({why}).") from None
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """json's own words with the place ("Unterminated string starting at line 553,
+    column 12"): its message alone ends mid-sentence at "starting at"."""
+    place = f"line {exc.lineno}, column {exc.colno}"
+    return f"{exc.msg} {place}" if exc.msg.endswith(" at") else f"{exc.msg} at {place}"
+
+
+def unreadable_summary(rundir: Path) -> str | None:
+    """Why ``rundir``'s summary.json is not JSON at all (cut in half, a stray byte), or
+    None: a summary that parses, even one this version cannot decode, is not ours to
+    replace."""
+    try:
+        json.loads((rundir / SUMMARY_FILE).read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        return json_error(exc)
+    except OSError:
+        return None
+    return None
 
 
 def decode(data: Mapping[str, object]) -> Summary:

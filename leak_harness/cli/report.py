@@ -10,6 +10,7 @@ from harness.parent.runner import reanalyse
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
 from harness.runfiles.reader import open_run
 from harness.runfiles.shard_plan import find_plans, night_of
+from harness.runfiles.summary import unreadable_summary
 from leak_harness.cli.base import write_report
 from leak_harness.cli.suite_out import finish_suite
 
@@ -35,7 +36,22 @@ def find_rundirs(paths: list[Path], planned: bool = False) -> list[Path]:
         if not (rundir / SUMMARY_FILE).exists():
             outcome = reanalyse(rundir)
             print(f"{rundir}: no summary; analysed the samples again: {outcome.verdict}")
+        elif (rundir / SAMPLES_FILE).exists() and (why := unreadable_summary(rundir)):
+            kept = set_aside(rundir / SUMMARY_FILE)
+            outcome = reanalyse(rundir)
+            print(f"{rundir}: its summary is not valid JSON ({why}; kept as {kept.name}); "
+                  f"analysed the samples again: {outcome.verdict}")
     return found
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable file out of the way, never over an earlier one."""
+    target, n = path.with_name(path.name + ".unreadable"), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.unreadable-{n}")
+    path.rename(target)
+    return target
 
 
 class ReportCommand:

@@ -184,3 +184,24 @@ def test_the_commit_under_test_is_the_targets_repository_else_the_harness(
     assert commit_under_test(None) == git_commit() != theirs
     monkeypatch.chdir(tmp_path)  # another repository's folder must not leak in
     assert commit_under_test(None) == git_commit() != theirs
+
+
+def test_report_judges_again_a_run_whose_summary_is_cut(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """RELIABILITY-3 cases 28 and 101: a summary cut in half left intact samples unjudged,
+    and json's message was clipped ("Unterminated string starting at, line 553")."""
+    from leak_harness.cli import main
+
+    run = copy_golden(tmp_path)
+    whole = (run / "summary.json").read_text()
+    (run / "summary.json").write_text(whole[: len(whole) // 2], encoding="utf-8")
+    assert main(["report", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert "its summary is not valid JSON (" in said and " at line " in said, said
+    assert "kept as summary.json.unreadable); analysed the samples again: " in said
+    assert (run / "summary.json.unreadable").read_text() == whole[: len(whole) // 2]
+    intact = tmp_path / "intact"
+    shutil.copytree(GOLDEN, intact)
+    assert main(["report", "--reanalyse", str(intact)]) == 0
+    assert load_summary(run).verdict == load_summary(intact).verdict  # judged the same way
