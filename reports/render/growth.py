@@ -18,8 +18,11 @@ def describe_growth(growth: Growth | None) -> str:
     if growth.status == "leak":
         return f"grows {shown}, over its budget"
     if growth.confirmed:
-        within = ", within its budget" if growth.status in ("pass", "suspicious") else ""
-        return f"grows {shown}{within}"
+        # The budget judged what is left after the run's allowances (the fixed cache's own
+        # growth, a tree still filling): the raw slope shown may exceed the budget's limit.
+        judged = {"pass": ", within its budget after the run's allowances",
+                  "suspicious": ", not confirmed over its budget"}.get(growth.status or "", "")
+        return f"grows {shown}{judged}"
     if growth.per_h > 0:
         return f"no growth ({shown}, interval includes zero)"
     return f"no growth ({shown})"

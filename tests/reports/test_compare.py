@@ -86,3 +86,16 @@ def test_the_words_follow_the_verdicts_in_all_four_combinations(
             assert "over its budget" in words and "no growth" not in words, sentence
         else:
             assert "over its budget" not in words, sentence
+
+
+def test_growth_a_budget_excused_is_not_called_within_it() -> None:
+    """RELIABILITY-3 case 33: 'heap grows +139 MB/h, within its budget' beside a budget of
+    10 MB/h, the run's allowance (a tree still filling) having excused it."""
+    from harness.runfiles.facts import Growth
+    from reports.render.growth import describe_growth
+
+    excused = Growth("heap_floor_growth", 139e6, (55.7e6, 241e6), "B/h", "pass")
+    unsure = Growth("heap_floor_growth", 139e6, (55.7e6, 241e6), "B/h", "suspicious")
+    assert describe_growth(excused).endswith(", within its budget after the run's allowances")
+    assert describe_growth(unsure).endswith(", not confirmed over its budget")
+    assert "within its budget" not in describe_growth(unsure)
