@@ -108,8 +108,10 @@ class CheckCommand:
         if args.plan:
             print_plan(cells, total, shard, options, history, not_applicable)
             return 0
-        if shard is not None:  # what the whole night holds, for the merge to check
-            write_plan(out, night_plan(shard, night, args.target))
+        # What the whole night holds, for a merge to check: an unsharded check is its own
+        # one shard, so a merge of its folder names the cells an interrupt never started.
+        whole = shard or Shard(1, 1, "given")
+        write_plan(out, night_plan(whole, night or [cells], args.target))
         # Which shard this machine resolved to and its cells, and how long they should
         # take, before anything runs.
         wall = format_duration(expected_wall(cells, options, history))

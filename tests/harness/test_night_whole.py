@@ -98,7 +98,12 @@ def test_check_with_a_shard_records_the_whole_nights_plan(
         ("fixed", 1), ("inject:mamba-lru-unlink", 2)]  # the longer cell first, to shard 1
     assert main(["check", "-k", "mamba-lru", "--out", str(tmp_path / "plain"),
                  "--no-history"]) == 0
-    assert not (tmp_path / "plain" / PLAN_FILE).exists()  # a plan only where shards merge
+    # An unsharded check is its own one shard: a merge of a copy of its folder names the
+    # cells an interrupt never started (RELIABILITY-3 case 73: the list was lost).
+    plain = json.loads((tmp_path / "plain" / PLAN_FILE).read_text(encoding="utf-8"))
+    assert (plain["shard"], plain["count"]) == (1, 1)
+    assert sorted((c["column"], c["shard"]) for c in plain["cells"]) == [
+        ("fixed", 1), ("inject:mamba-lru-unlink", 1)]
 
 
 def test_a_history_the_merge_could_not_write_fails_it_and_a_local_check_keeps_0(
