@@ -241,7 +241,7 @@ def conclude(
         duration_s=run_length(data, ending),
         ops=run_ops(data),
         command=command or reproduce_command(config),
-        run=run_facts(config, ending, analysis),
+        run=run_facts(config, ending, analysis, data),
         analysis=analysis.details if analysis else None,
     )
     write_summary(config.path, summary)
@@ -274,12 +274,16 @@ def detected_at(data: RunData | None, verdict: str, analysis: Analysis | None) -
     return analysis.time_to_detect_s if analysis else None
 
 
-def run_facts(config: RunConfig, ending: Ending, analysis: Analysis | None) -> RunFacts:
+def run_facts(config: RunConfig, ending: Ending, analysis: Analysis | None,
+              data: RunData | None = None) -> RunFacts:
     """The run's own facts beside its verdict, for reports and for people."""
+    start = data.event("start") if data is not None else None
+    code = start.get("target") if start is not None else None
     return RunFacts(
         rundir=str(config.path), ending=ending.status, exit_code=ending.exit_code,
         budgets=tuple(config.budget_texts),  # what was judged, after the overrides
         window_s=analysis.window_s if analysis else None,
+        target=config.target, target_code=str(code) if code else None,
     )
 
 

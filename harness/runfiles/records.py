@@ -149,6 +149,9 @@ class AllocSite(TypedDict):
     bytes: int  # retained growth between the window's snapshots
     count: int
     types: NotRequired[list[SiteTypes]]  # the tracked objects it made, by type
+    # What its call paths that shrank freed between the snapshots (absent: none
+    # shrank, or a file written before it was recorded); ``bytes`` less it is the net.
+    freed: NotRequired[int]
 
 
 class AllocLine(TypedDict):
@@ -324,6 +327,7 @@ class EventLine(TypedDict):
     reason: NotRequired[str]  # loop_end, end, *_unavailable, gauge_dropped
     build_s: NotRequired[float]  # start (worker)
     rss: NotRequired[int]  # start (worker)
+    target: NotRequired[str]  # start (worker): what a --target says it runs (describe())
     pid: NotRequired[int]  # start (recorder)
     ppid: NotRequired[int]
     argv: NotRequired[list[str]]

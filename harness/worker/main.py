@@ -116,7 +116,9 @@ class Worker:
             gc.collect()  # a clean baseline: the build's garbage is not the workload's
         self.t0 = time.monotonic()
         rss = psutil.Process().memory_info().rss
-        self.writer.event("start", 0.0, build_s=round(self.t0 - began, 3), rss=rss)
+        described = describe_target(self.config.target)
+        extra = {"target": described} if described else {}
+        self.writer.event("start", 0.0, build_s=round(self.t0 - began, 3), rss=rss, **extra)
         return workload
 
     def gauges(self, workload: Workload) -> dict[str, Gauge]:
@@ -170,6 +172,19 @@ def check_target(spec: str) -> None:
     except Exception as exc:  # whatever the import raised: the user's module, the user's words
         why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise Refusal(f"the target {spec!r} cannot be loaded ({why}).") from None
+
+
+def describe_target(spec: str | None) -> str | None:
+    """What a target says it runs (a built-in one's ``describe()``: the release and where
+    it comes from), read after the build loaded it; None for the reference or a target
+    that says nothing. A failing description costs the run nothing."""
+    if spec is None:
+        return None
+    try:
+        described = getattr(load_callable(spec), "describe", None)
+        return str(described()) if callable(described) else None
+    except Exception:  # the title falls back to the spec
+        return None
 
 
 def unknown_budgets(config: RunConfig, gauges: dict[str, Gauge]) -> None:

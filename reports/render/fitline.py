@@ -50,6 +50,12 @@ class FitLine:
         return cls(fit.start_s, fit.end_s, fit.mid_value, fit.per_h, interval, fit.basis,
                    fit.analysed_from_s)
 
+    def ends(self) -> FloatArray:
+        """The span the line was fitted on, ``[start_s, end_s]``: a tail's or an
+        after-step line drawn back to the warm-up's end would sit under samples it
+        never described (the whole window's earlier, slower growth)."""
+        return np.asarray([self.start_s, self.end_s], dtype=float)
+
     @property
     def mid_s(self) -> float:
         return (self.start_s + self.end_s) / 2.0

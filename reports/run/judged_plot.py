@@ -92,7 +92,7 @@ def _panel(axes: Axes, model: RunModel, judged: JudgedBudget, series: Series,
     shade_warmup(axes, scale, first_s, model.warmup_s, fit.analysed_from_s if fit else None)
     _shade_windows(axes, scale, windows, float(t.max()))
     if fit is not None:
-        ends = draw_fit(axes, fit, scale, divisor, fit.analysed_from_s)
+        ends = draw_fit(axes, fit, scale, divisor)
         budget = fit.at(ends[:1])[0] + judged.limit / 3600.0 * (ends - ends[0])
         axes.plot(scale(ends), budget / divisor, color=BUDGET_COLOUR, ls=":", lw=1.6,
                   label=f"budget {judged.text} (slope from the fit's start)")

@@ -85,7 +85,30 @@ class RunModel:
 
     @property
     def title(self) -> str:
-        return f"{self.summary.scenario} · {column(self.summary)}"
+        return run_title(self.summary)
+
+
+def run_title(summary: Summary) -> str:
+    """``<scenario> · <column>`` on the reference; on a ``--target``, the scenario on that
+    target ("radix-steady on SGLang 0.5.23", "radix-steady on mycache:make"), where
+    ``fixed`` would say the reference's fixed code ran (an injection is still named)."""
+    label = target_label(summary)
+    if label is None:
+        return f"{summary.scenario} · {column(summary)}"
+    injected = f" · {column(summary)}" if summary.injected else ""
+    return f"{summary.scenario}{injected} on {label}"
+
+
+def target_label(summary: Summary) -> str | None:
+    """What ran instead of the reference: what the target says it runs, up to where it
+    comes from ("SGLang 0.5.23 from /opt/site" -> "SGLang 0.5.23"), else ``--target``
+    as given; None on the reference (or a summary written before targets were kept)."""
+    facts = summary.run
+    if facts.target is None:
+        return None
+    if facts.target_code:
+        return facts.target_code.split(" from ", 1)[0].split(";", 1)[0].strip()
+    return facts.target
 
 
 def build_run_model(
