@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.analysis.windows import attribution_windows, bridged, without
 from harness.runfiles.rundata import RunData, Series
-from harness.worker.samplers.allocations import AllocationSampler
+from harness.worker.samplers.allocations import AllocationSampler, snapshot, top_sites
 from tests.harness.test_samplers import FakeClock, Recorder
 
 KEPT: list[list[int]] = []
@@ -136,3 +136,39 @@ def test_a_residue_after_a_fill_is_measured_against_the_flat_stretch_not_the_fil
     before = np.median(out.v[(out.t > 5.0) & (out.t < 6.5)])
     after = np.median(out.v[(out.t > 8.7) & (out.t < 13.7)])
     assert abs(after - before) < 15e3
+
+
+def make_table() -> bytearray:
+    return bytearray(4096)  # the shared line: a table, whoever asks for it
+
+
+def table_on_path_a() -> bytearray:
+    return make_table()
+
+
+def table_on_path_b() -> bytearray:
+    return make_table()
+
+
+def test_a_site_s_paths_that_shrank_are_its_freed_bytes() -> None:
+    """A table re-allocated at its working size: the old one (made on path a) is freed,
+    the new one (path b) is kept. The site grew 4 KB on one path and freed 4 KB on the
+    other: the window records both, so the analysis can net them."""
+    tracemalloc.start(8)
+    try:
+        table = table_on_path_a()
+        baseline = snapshot()
+        table = table_on_path_b()
+        end = snapshot()
+    finally:
+        tracemalloc.stop()
+    del table
+    [entry] = [s for s in top_sites(end, baseline) if s["site"] == line_of(make_table)]
+    assert entry["bytes"] >= 4096 and entry.get("freed", 0) >= 4096
+    assert line_of(table_on_path_b) in entry["stack"]
+    assert line_of(table_on_path_a) not in entry["stack"]  # the path that grew
+
+
+def line_of(function: Any) -> str:
+    """``file:line`` of a one-line function's body, as the sampler names frames."""
+    return f"tests/harness/test_allocation_sampler.py:{function.__code__.co_firstlineno + 1}"

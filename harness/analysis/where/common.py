@@ -25,12 +25,29 @@ from harness.runfiles.summary_records import Finding
 DRIVER_SITES = ("scenarios/workloads/",
                 os.path.join(str(REPO_ROOT), "scenarios", "workloads") + os.sep)
 
-__all__ = ["DRIVER_SITES", "Finding", "Kept", "Site", "from_driver"]
+# The scenarios' side as a whole: the driver and the adapters that call a release's
+# cache for it (scenarios/sglang), which ask for what the code under test keeps.
+SCENARIO_SIDE = ("scenarios/", os.path.join(str(REPO_ROOT), "scenarios") + os.sep)
+
+__all__ = [
+    "DRIVER_SITES",
+    "SCENARIO_SIDE",
+    "Finding",
+    "Kept",
+    "Site",
+    "from_driver",
+    "from_scenarios",
+]
 
 
 def from_driver(path: str) -> bool:
     """Whether a site or frame (``file:line``) is in the scenario driver."""
     return path.startswith(DRIVER_SITES)
+
+
+def from_scenarios(path: str) -> bool:
+    """Whether a frame (``file:line``) is on the scenarios' side: the driver or an adapter."""
+    return path.startswith(SCENARIO_SIDE)
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,8 @@ class Site:
     of: int  # complete windows in all
     avg_bytes: float | None = None  # per allocation kept: <= 512 B lives in pymalloc's arenas
     kept: Kept | None = None  # what the run kept of the tracked objects it makes
+    # The first frame of its stack outside its folder: who asked (sites.own_line).
+    own: str | None = None
 
 
 @dataclass(frozen=True)

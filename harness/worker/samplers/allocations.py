@@ -38,6 +38,7 @@ from harness.worker.samplers.base import BaseSampler
 TOP_SITES = 10
 FRAMES = 8  # stack depth kept per trace: enough to reach the caller that owns the data
 TOP_TYPES = 3  # types named per site
+STACK_FRAMES = 4  # frames stored per site: the line, its helpers and the caller past them
 
 
 def stop_races_other_threads() -> bool:
@@ -144,21 +145,33 @@ def top_sites(end: tracemalloc.Snapshot, baseline: tracemalloc.Snapshot) -> list
     """The sites whose retained bytes grew most between the snapshots, by owning frame.
 
     Allocations whose owning frame is the harness's (its samplers reading a
-    snapshot) are not the workload's and are left out.
+    snapshot) are not the workload's and are left out. A site's call paths
+    (tracebacks) that shrank give its ``freed`` bytes: a structure's turnover
+    allocates on one path what it frees on another (a table re-allocated at its
+    working size, a node's key made on one request's path and freed with the
+    node), and only the net says what the site kept.
     """
     grown: dict[str, AllocSite] = {}
+    shrunk: list[tuple[str, int]] = []
     for diff in end.compare_to(baseline, "traceback"):
-        if diff.size_diff <= 0:
+        if diff.size_diff == 0:
             continue
         innermost_first = list(reversed(diff.traceback))
         owner = innermost_first[owner_frame(innermost_first)]
         if os.path.abspath(owner.filename).startswith(HARNESS_DIR):
             continue
-        frames = [f"{short(f.filename)}:{f.lineno}" for f in innermost_first]
+        frames = [f"{short(f.filename)}:{f.lineno}" for f in innermost_first][:STACK_FRAMES]
         site = f"{short(owner.filename)}:{owner.lineno}"
-        entry = grown.setdefault(site, {"site": site, "stack": frames[:4], "bytes": 0, "count": 0})
+        if diff.size_diff < 0:
+            shrunk.append((site, -diff.size_diff))
+            continue
+        entry = grown.setdefault(site, {"site": site, "stack": frames, "bytes": 0, "count": 0})
         entry["bytes"] += diff.size_diff
         entry["count"] += diff.count_diff
+    for site, freed in shrunk:
+        shrinking = grown.get(site)
+        if shrinking is not None:
+            shrinking["freed"] = shrinking.get("freed", 0) + freed
     return sorted(grown.values(), key=lambda e: -e["bytes"])[:TOP_SITES]
 
 
