@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import sqlite3
 import statistics
 import time
@@ -318,6 +319,24 @@ def _number(value: object) -> float | None:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def check_writable(db: Path) -> None:
+    """Refuse, before any run, a history that could not take the runs' rows: a file that
+    is not a history database, a folder that cannot be made or written (the runs would
+    otherwise be judged and their rows dropped at the end). A lock is not checked: it is
+    held for seconds, and the append waits for it."""
+    db = Path(db)
+    if db.exists():
+        with connect(db):
+            return
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the history's folder {db.parent}: "
+                         f"{exc.strerror or exc}.") from None
+    if not os.access(db.parent, os.W_OK):
+        raise UsageError(f"cannot write the history {db}: its folder is not writable.")
 
 
 def typical_seconds(db: Path, nights: int = 7) -> dict[tuple[str, str], float]:

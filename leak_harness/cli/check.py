@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import threading
 from contextlib import nullcontext, redirect_stdout
@@ -14,7 +15,7 @@ from harness.api import load_callable
 from harness.config import GC_MODES
 from harness.configure import duration_from, merge_budgets
 from harness.errors import UsageError
-from harness.history.db import typical_seconds
+from harness.history.db import check_writable, typical_seconds
 from harness.parent.matrix import Cell, CheckOptions, cell_duration, plan, run_matrix
 from harness.parent.shards import (
     INJECTED_SHARE,
@@ -91,7 +92,7 @@ class CheckCommand:
         options = CheckOptions(out=out, duration_s=duration_s, nightly=args.nightly,
                                seed=args.seed, gc_mode=args.gc_mode, jobs=args.jobs,
                                target=args.target, budgets=tuple(args.budget))
-        history = typical_seconds(Path(args.history))
+        history = self._history_times(args)
         total, shard = len(cells), None
         night: list[list[Cell]] = []
         if args.shard is not None:  # "" is refused, not taken for no shard
@@ -108,6 +109,11 @@ class CheckCommand:
         if args.plan:
             print_plan(cells, total, shard, options, history, not_applicable)
             return 0
+        if not args.no_history:  # before the runs, not after them with the rows dropped
+            try:
+                check_writable(Path(args.history))
+            except UsageError as exc:
+                raise history_refused(exc) from None
         # What the whole night holds, for a merge to check: an unsharded check is its own
         # one shard, so a merge of its folder names the cells an interrupt never started.
         whole = shard or Shard(1, 1, "given")
@@ -125,6 +131,17 @@ class CheckCommand:
         if args.json:
             print(json.dumps(suite_json(suite, code), indent=2))
         return code
+
+    @staticmethod
+    def _history_times(args: argparse.Namespace) -> dict[tuple[str, str], float]:
+        """Each cell's typical length from the history, for the time estimates; with
+        --no-history a history that cannot be read only costs the estimates."""
+        try:
+            return typical_seconds(Path(args.history))
+        except (UsageError, sqlite3.Error) as exc:
+            if args.no_history:
+                return {}
+            raise history_refused(exc) from None
 
     def _run_cells(self, cells: list[Cell], options: CheckOptions, args: argparse.Namespace,
                    not_applicable: list[str]) -> tuple[int, Suite]:
@@ -263,3 +280,9 @@ def _why_not_injected(factory: object, inject: str) -> str:
         return own
     return (f"the target declares no regression {inject!r}; a factory lists those it "
             "implements in a 'regressions' attribute")
+
+
+def history_refused(exc: Exception) -> UsageError:
+    """The history's own sentence, and what to do about it."""
+    said = exc.message if isinstance(exc, UsageError) else f"the history: {exc}"
+    return UsageError(f"{said.rstrip('.')}; choose another --history or --no-history.")

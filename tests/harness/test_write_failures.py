@@ -84,3 +84,25 @@ def test_an_os_error_in_any_command_is_a_sentence_and_exit_3(
     err = capsys.readouterr().err
     assert err == (f"leak-harness: could not write or read {tmp_path / 'report.html'}: "
                    "No space left on device.\n")
+
+
+@pytest.mark.parametrize("kind", ["text file", "folder is a file"])
+def test_check_refuses_a_history_it_could_not_write_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+) -> None:
+    """RELIABILITY-3 cases 77 and 103: the cells ran, then the rows were dropped, exit 0."""
+    from leak_harness.cli import check
+
+    ran: list[object] = []
+    monkeypatch.setattr(check.CheckCommand, "_run_cells",
+                        lambda self, *args: ran.append(args) or (0, None))
+    text = tmp_path / "text.db"
+    text.write_text("not a database\n")
+    history = text if kind == "text file" else text / "sub" / "history.sqlite"
+    argv = ["check", "-k", "radix-steady", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--history", str(history)]) == 2
+    said = capsys.readouterr().err
+    assert said.rstrip().endswith("; choose another --history or --no-history."), said
+    assert ran == []
+    assert main([*argv, "--history", str(history), "--no-history"]) == 0 and len(ran) == 1
