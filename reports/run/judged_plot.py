@@ -32,7 +32,7 @@ from reports.render.judged import JudgedBudget, convicting
 from reports.render.numbers import display_unit, format_growth
 from reports.render.series import cumulative_collected, span_of
 from reports.run.model import RunModel
-from reports.run.plots import STATUS_COLOURS, draw_fit, mark_events
+from reports.run.plots import STATUS_COLOURS, draw_fit, mark_events, plot_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -58,7 +58,7 @@ def judged_plot(model: RunModel, path: Path) -> Path | None:
     figure, axes_list = new_figure(rows=len(panels), row_height_in=3.4)
     for axes, (judged, series) in zip(axes_list, panels, strict=True):
         _panel(axes, model, judged, series, scale, first)
-    axes_list[0].set_title(f"What the verdict was judged on: {model.title}")
+    axes_list[0].set_title(plot_title("What the verdict was judged on", model.title))
     axes_list[-1].set_xlabel(scale.label)
     return save(figure, path)
 

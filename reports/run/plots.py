@@ -43,6 +43,9 @@ MARKED_EVENTS = {
     "truncated": ("samples cut off", "#8250df"),
     "corrupt_line": ("unreadable sample line skipped", "#8250df"),
 }
+# The longest one-line title measured to fit over a panel beside its legend: the
+# injected cells' (81, unified-pp-sync's) fit, a target's 84 did not.
+TITLE_CHARS = 81
 STATUS_COLOURS = {"pass": "#1a7f37", "suspicious": "#9a6700", "leak": "#cf222e", "error": "#57606a"}
 PLAIN = "#24292f"
 OTHER_COLOUR = "#c0c4c8"
@@ -70,12 +73,20 @@ def rss_plot(model: RunModel, path: Path) -> Path | None:
         corner_text(axes, f"RSS {format_growth(fit.per_h, fit.ci, 'B/h')}",
                     status_colour(model, "rss"))
     mark_events(axes, run, scale)
-    axes.set_title(f"Memory of the worker: {model.title}")
+    axes.set_title(plot_title("Memory of the worker", model.title))
     axes.set_xlabel(scale.label)
     axes.set_ylabel(f"memory ({unit})")
     legend_outside(axes, fontsize=9)
     axes.grid(alpha=0.3)
     return save(figure, path)
+
+
+def plot_title(what: str, title: str) -> str:
+    """``what: title`` on one line, or on two when longer than ``TITLE_CHARS``: a run on a
+    ``--target`` names it (a module path), and centred over a panel that shares the
+    figure with its legend, one line ran off the figure's left edge."""
+    line = f"{what}: {title}"
+    return line if len(line) <= TITLE_CHARS else f"{what}:\n{title}"
 
 
 def draw_fit(axes: Axes, fit: FitLine, scale: TimeScale, divisor: float) -> FloatArray:

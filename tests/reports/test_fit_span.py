@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from harness.runfiles.reader import open_run
 from harness.runfiles.summary import RunFacts, Summary
 from harness.worker.main import describe_target
 from reports.render.figure import TimeScale
 from reports.render.fitline import FitLine
-from reports.run.model import run_title
+from reports.run.model import build_run_model, run_title
 from reports.run.plots import draw_fit
+from tests.reports.synth import MB, write_run
 
 # A heap leak judged on its last third: the window runs from the warm-up's end (2 s)
 # to 60 s, the line was fitted on 40.7 s to 60 s.
@@ -86,3 +90,35 @@ def test_the_worker_records_what_a_target_says_it_runs_and_nothing_else() -> Non
     assert describe_target(f"{__name__}:silent") is None
     assert describe_target(f"{__name__}:failing") is None  # costs the run nothing
     assert describe_target(None) is None  # the reference
+
+
+LONG_TARGET = "inference_server.caching.prefix_tree_cache_v2.factories:make_prefix_cache"
+
+
+def test_a_long_target_title_stays_inside_the_convicting_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 60 s run on bench.zoo.slow_targets:finished_keys: centred over the panel (the
+    legend beside it takes a third of the width), the title ran off the figure's left
+    edge ("hat the verdict was judged on: ..."). A user's factory path is longer still."""
+    import reports.run.judged_plot as judged_plot
+
+    rundir = write_run(tmp_path / "run", "radix-steady", growth_per_h=400 * MB)
+    loaded = open_run(rundir)
+    facts = dataclasses.replace(loaded.summary.run, target=LONG_TARGET)
+    model = build_run_model(rundir, loaded.samples, dataclasses.replace(loaded.summary, run=facts))
+    caught: list[Figure] = []
+
+    def keep(figure: Figure, path: Path) -> Path:
+        figure.canvas.draw()
+        caught.append(figure)
+        return path
+
+    monkeypatch.setattr(judged_plot, "save", keep)
+    assert judged_plot.judged_plot(model, tmp_path / "judged.png") is not None
+    [figure] = caught
+    axes = figure.axes[0]
+    [title] = [t for t in (axes.title, axes._left_title) if t.get_text()]  # type: ignore[attr-defined]
+    assert title.get_text().endswith(f"radix-steady on {LONG_TARGET}")
+    box = title.get_window_extent(figure._get_renderer())  # type: ignore[attr-defined]
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width
