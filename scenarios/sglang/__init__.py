@@ -29,6 +29,13 @@ the scenario offers (the reference factories' options differ per family):
 | ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
 | ``swa_size`` | ``swa`` | ``UnifiedRadixCache`` (FULL+SWA) |
 | none of them | ``radix`` | ``RadixCache`` |
+| ``page_size`` > 1, no other | ``radix`` | ``RadixCache``, ``PagedTokenToKVPoolAllocator`` |
+
+Paged KV runs where the release's paged allocator has a CPU branch (0.5.23's torch
+``alloc_extend_naive``); 0.5.11 and 0.5.17 launch Triton kernels for it and decline
+(``scenarios/sglang/paged.py``). The adapters name SGLang's own allocators and the ids its
+tree holds to the slot ledger (``pool_allocators``/``held_slots``), except on the Rust
+core and on paged KV (their notes say why).
 
 ``family="unified-full"`` builds ``UnifiedRadixCache`` with the full component alone;
 ``tree_core="python"`` (default here: its nodes can be counted) or ``"rust"`` picks
@@ -106,8 +113,9 @@ def declines(options: Mapping[str, Any]) -> str | None:
     if family in UNMAPPED:
         return UNMAPPED[family]
     if int(options.get("page_size", 1) or 1) != 1:
-        return ("paged KV (page_size > 1, the dLLM scenario) needs SGLang's paged-extend "
-                "allocation inputs, which this target does not build")
+        from scenarios.sglang import paged
+
+        return paged.declines(family)
     return None
 
 

@@ -360,6 +360,15 @@ def load() -> Release:
     return _RELEASE
 
 
+def located_version() -> str:
+    """The version of the release :func:`load` imports (or has imported), read from its
+    files: nothing is imported and no stand-in finder installed, so a parent process can
+    ask before any worker starts."""
+    if _RELEASE is not None:
+        return _RELEASE.version
+    return _version_of(locate())
+
+
 def import_modules(names: Sequence[str]) -> list[types.ModuleType]:
     """Import SGLang modules after :func:`load`; a missing module is one sentence."""
     load()

@@ -166,6 +166,16 @@ def _sentinel(node: Any) -> bool:
     return node.parent is None and node.key is None
 
 
+def _take_ids(req: Req, sreq: Any) -> None:
+    """The harness's token ids into SGLang's ``Req`` before the tree keys on them: a
+    dLLM block's ids change in place while it denoises (as SGLang writes a resolved
+    block into ``full_untruncated_fill_ids`` and ``output_ids``); otherwise a no-op."""
+    outputs = array("q", req.token_ids[len(sreq.origin_input_ids):])
+    if outputs != sreq.output_ids:
+        sreq.output_ids[:] = outputs
+        sreq.full_untruncated_fill_ids = sreq.origin_input_ids + outputs
+
+
 def walk(root: Any) -> Iterator[Any]:
     stack = [root]
     while stack:
@@ -197,6 +207,11 @@ class HandleCache:
         self._mamba = _supports(cache, "supports_mamba")
         if not callable(getattr(cache, "check_prefetch_progress", None)):
             self.check_prefetch_progress = None  # type: ignore[assignment]
+        # Paged KV: SGLang allocates a request's slots from its row's last slot on
+        # (alloc_paged_token_slots_extend); a batch's slots without a row it cannot.
+        self.page_size = int(getattr(self.kv, "page_size", 1) or 1)
+        if self.page_size > 1:
+            self.alloc_tokens = None  # type: ignore[assignment]
 
     # ---------------------------------------------------------------- requests
     def _sgl(self, req: Req) -> Any:
@@ -216,7 +231,20 @@ class HandleCache:
         if self._swa:
             return bool(self.kv.full_available_size() + self.cache.full_evictable_size() >= n
                         and self.kv.swa_available_size() + self.cache.swa_evictable_size() >= n)
+        if self.page_size > 1:  # SGLang's over-estimate: one new page per request
+            n += self.page_size
         return bool(self.kv.available_size() + self.full_evictable_size() >= n)
+
+    def _alloc_paged(self, start: int, n: int, last_loc: int) -> torch.Tensor:
+        """Paged slots for row positions ``start .. start + n`` of a request whose slot
+        at ``start - 1`` is ``last_loc`` (-1: none): ``alloc_paged_token_slots_extend``
+        with the inputs ``alloc_for_extend`` builds for a batch of one (a dLLM block is
+        an extend batch there too)."""
+        prefix = torch.tensor([start], dtype=torch.int64)
+        seq = torch.tensor([start + n], dtype=torch.int64)
+        last = torch.tensor([last_loc], dtype=torch.int64)
+        return self.mods.allocation.alloc_paged_token_slots_extend(  # type: ignore[no-any-return]
+            self.cache, prefix, prefix, seq, seq, last, n)
 
     def alloc_request(self, req: Req) -> bool:
         sreq = self._sgl(req)
@@ -236,7 +264,11 @@ class HandleCache:
             return False
         m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
         prefix = self.cache.prefix_device_indices(sreq) if sreq.prefix_len else None
-        slots = m.allocation.alloc_token_slots(self.cache, need)
+        if self.page_size == 1:
+            slots = m.allocation.alloc_token_slots(self.cache, need)
+        else:
+            slots = self._alloc_paged(sreq.prefix_len, need,
+                                      int(prefix[-1]) if prefix is not None else -1)
         idx = sreq.kv.req_pool_idx
         if prefix is not None:
             self.req_pool.write((idx, slice(0, sreq.prefix_len)), prefix)
@@ -254,6 +286,11 @@ class HandleCache:
 
     def cache_unfinished_req(self, req: Req) -> None:
         sreq = req.aux[AUX]
+        _take_ids(req, sreq)
+        if req.unsettled:
+            # A dLLM block still denoising: SGLang's scheduler checkpoints a block only
+            # once resolved (finish_dllm_forward returns while dllm_incomplete_ids).
+            return
         sreq.extend_end = sreq.kv.kv_committed_len
         self.mods.common.checkpoint_kv_cache(sreq, self.cache)
         self._mirror(req, sreq, sreq.kv.kv_committed_len)
@@ -266,11 +303,15 @@ class HandleCache:
             # ScheduleBatch.maybe_evict_swa in decode (past the first decode batch): the
             # request's own SWA slots behind its window go back through the cache.
             self.cache.evict_sliding_windows(sreq, sreq.seqlen - 1)
+        start = sreq.kv.kv_committed_len
         if slots is None:
             if not self._room(n):
                 return False
-            slots = self.mods.allocation.alloc_token_slots(self.cache, n)
-        start = sreq.kv.kv_committed_len
+            if self.page_size == 1:
+                slots = self.mods.allocation.alloc_token_slots(self.cache, n)
+            else:
+                last = int(self.req_pool.req_to_token[sreq.kv.req_pool_idx, start - 1])
+                slots = self._alloc_paged(start, n, last)
         self.req_pool.write((sreq.kv.req_pool_idx, slice(start, start + n)), slots)
         sreq.output_ids.extend(tokens)
         sreq.kv.kv_allocated_len = sreq.kv.kv_committed_len = start + n
@@ -291,6 +332,7 @@ class HandleCache:
         sreq = req.aux.pop(AUX)
         common = self.mods.common
         if is_insert:
+            _take_ids(req, sreq)
             sreq.finished_reason = self.mods.batch.FINISH_LENGTH(length=len(sreq.output_ids))
             common.release_kv_cache(sreq, self.cache, checkpoint=True)
         else:
@@ -377,13 +419,72 @@ class HandleCache:
                                        int(self.kv.swa_available_size()),
                                        int(c.swa_evictable_size()), int(c.swa_protected_size()))
         if self._mamba:
-            mamba = getattr(self.req_pool, "mamba_allocator", None) or self.req_pool.mamba_pool
+            mamba = self._mamba_allocator()
             books["mamba"] = PoolAccount(int(mamba.size), int(mamba.available_size()),
                                          int(c.mamba_evictable_size()),
                                          int(c.mamba_protected_size()))
         books["req_rows"] = PoolAccount(int(self.req_pool.size),
                                         int(self.req_pool.available_size()), 0, 0)
         return books
+
+    def _mamba_allocator(self) -> Any:
+        """The Mamba slots' free list: ``MambaSlotAllocator`` (0.5.17 on) or ``MambaPool``."""
+        return getattr(self.req_pool, "mamba_allocator", None) or self.req_pool.mamba_pool
+
+    # ---------------------------------------------------------------- provenance
+    def _walkable(self) -> bool:
+        return self.root_node is not None and hasattr(self.root_node, "children")
+
+    def pool_allocators(self) -> dict[str, Any]:
+        """SGLang's own allocator objects behind the pools of the books, for the slot
+        ledger (it wraps their ``alloc``/``free``; ids are token or state slot ids): the
+        KV allocator, or an SWA allocator's two parts (every free of the outer one ends
+        in theirs, ``free_segment`` too), and the Mamba slot allocator. None on the Rust
+        core (no nodes to read the held ids from) or paged KV (SGLang allocates pages
+        through ``alloc_extend``, which the ledger does not wrap)."""
+        if not self._walkable():
+            return {}
+        pools: dict[str, Any] = {}
+        if self.page_size == 1:
+            pools["full"] = self.kv.full_attn_allocator if self._swa else self.kv
+        if self._swa:
+            pools["swa"] = self.kv.swa_attn_allocator
+        if self._mamba:
+            pools["mamba"] = self._mamba_allocator()
+        return pools
+
+    def held_slots(self) -> dict[str, torch.Tensor]:
+        """The ids SGLang's tree holds per pool (what its evictable + protected count),
+        from a walk of its nodes; asked only when the idle books are short."""
+        pools = self.pool_allocators()
+        held: dict[str, list[torch.Tensor]] = {pool: [] for pool in pools}
+        for node in walk(self.root_node) if pools else ():
+            for pool, ids in self._node_slots(node):
+                if pool in held:
+                    held[pool].append(ids.reshape(-1).to(torch.int64))
+        return {pool: torch.cat(ids) if ids else torch.empty(0, dtype=torch.int64)
+                for pool, ids in held.items()}
+
+    def _node_slots(self, node: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        """A node's device ids per pool. ``UnifiedTreeNode``: each component's ``value``
+        (the SWA component keeps SWA pool ids); ``TreeNode``: ``value`` (full ids), the
+        SWA ids its live window maps to (``SWARadixCache``), ``mamba_value``."""
+        data = getattr(node, "component_data", None)
+        if data is not None:
+            ct = self.mods.components.ComponentType  # type: ignore[union-attr]
+            for pool, kind in (("full", ct.FULL), ("swa", ct.SWA), ("mamba", ct.MAMBA)):
+                value = data[kind].value if kind < len(data) else None
+                if isinstance(value, torch.Tensor):
+                    yield pool, value
+            return
+        value = getattr(node, "value", None)
+        if isinstance(value, torch.Tensor):
+            yield "full", value
+            if self._swa and not getattr(node, "swa_tombstone", False):
+                yield "swa", self.kv.translate_loc_from_full_to_swa(value)
+        mamba = getattr(node, "mamba_value", None)
+        if isinstance(mamba, torch.Tensor):
+            yield "mamba", mamba
 
     def _full_available(self) -> int:
         available = getattr(self.kv, "full_available_size", None)
@@ -442,6 +543,12 @@ class HandleCache:
                            "waiting requests hold no state slots")
         if self.check_prefetch_progress is None:
             out.append("check_prefetch_progress: this cache has none (no storage tier)")
+        if not self._walkable():
+            out.append("slot provenance: none on the Rust tree core (its nodes cannot be "
+                       "read for the ids the tree holds); the books still judge each pool")
+        elif self.page_size > 1:
+            out.append("slot provenance: none for paged KV (SGLang allocates its pages "
+                       "through alloc_extend, which the slot ledger does not wrap)")
         return out
 
     def close(self) -> None:
@@ -459,17 +566,17 @@ def build(family: str, options: Mapping[str, Any]) -> HandleCache:
     rows = int(options.get("req_rows", 64))
     context = int(options.get("max_context", 16384))
     page_size = int(options.get("page_size", 1))
-    if page_size != 1:
-        raise glue.GlueError("the SGLang target drives page_size 1 only (paged allocators "
-                             "need SGLang's paged-extend kernel inputs)")
+    if page_size != 1 and unified:
+        raise glue.GlueError("paged KV (page_size > 1) is driven on RadixCache only")
     census = NodeCensus()
     notes: list[str] = []
     if not unified:
         req_pool = mods.memory_pool.ReqToTokenPool(rows, context, "cpu", False)
-        kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+        kv = (mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
+              if page_size == 1 else paged_allocator(mods.allocator, kv_size, page_size))
         params = mods.init_params.CacheInitParams(
             disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv,
-            page_size=1)
+            page_size=page_size)
         census.watch(mods.radix.TreeNode)
         cache = mods.radix.RadixCache(params)
         return HandleCache(mods, cache, req_pool, family, "RadixCache", census, notes)
@@ -516,6 +623,20 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
                  "detached_alive_nodes are not published; the C heap and RSS see its growth")
     kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, rust core]"
     return HandleCache(mods, cache, req_pool, family, kind, None, notes)
+
+
+def paged_allocator(allocator_mod: Any, kv_size: int, page_size: int) -> Any:
+    """SGLang's ``PagedTokenToKVPoolAllocator`` on CPU, where it allocates through its own
+    torch branch (``alloc_extend_naive``/``alloc_decode_naive``, taken when the platform
+    cannot launch Triton); a release whose allocator launches its Triton kernels
+    unconditionally is refused (``scenarios/sglang/paged.py``)."""
+    kv = allocator_mod.PagedTokenToKVPoolAllocator(
+        kv_size, page_size, torch.float16, "cpu", None, False)
+    if getattr(kv, "use_triton_kernels", True):
+        raise glue.GlueError("this release's PagedTokenToKVPoolAllocator launches its "
+                             "Triton kernels for extend and decode allocation; no CPU "
+                             "path to drive")
+    return kv
 
 
 def hybrid_req_pool(memory_pool: Any, mamba_utils: Any, rows: int, context: int,

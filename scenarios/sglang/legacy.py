@@ -289,7 +289,9 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
     rows = int(options.get("req_rows", 64))
     context = int(options.get("max_context", 16384))
     if int(options.get("page_size", 1)) != 1:
-        raise glue.GlueError("the SGLang target drives page_size 1 only")
+        from scenarios.sglang import paged
+
+        raise glue.GlueError(paged.NO_CPU_PATH)
     census = NodeCensus()
     mamba = family in ("mamba", "unified")
     swa = family in ("swa", "unified") and options.get("swa_size") is not None

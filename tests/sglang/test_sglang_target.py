@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,7 @@ for family, options in families.items():
     cache.sanity_check()
     books = cache.pool_accounting()
     stats = cache.stats()
+    held = cache.held_slots()  # the slot ledger's view of SGLang's tree, per pool
     out[family] = {
         "kind": cache.kind, "ops": ops, "finished": s.finished, "exits": dict(s.exits),
         "idle_checks": s.idle_check.checks, "idle_mismatch": s.idle_check.mismatch,
@@ -57,6 +59,8 @@ for family, options in families.items():
         "drained_protected": {n: a.protected for n, a in books.items()},
         "detached": stats.get("detached_alive_nodes", 0.0),
         "locked_nodes": stats.get("locked_nodes", 0.0),
+        "held": {p: [len(ids), len(set(ids.tolist())), books[p].evictable + books[p].protected]
+                 for p, ids in held.items()},
     }
     cache.close()
 '''
@@ -80,7 +84,22 @@ def test_declines_the_unmapped_scenarios() -> None:
     assert declines({"mamba_size": 48, "swa_size": 2048, "sliding_window": 64}) is None
     assert "host tier" in str(declines({"kv_size": 2048, "host_size": 4096}))
     assert "PP" in str(declines({"mamba_size": 64, "pp_world_size": 2}))
-    assert "page_size" in str(declines({"kv_size": 32768, "page_size": 16}))
+    assert "RadixCache only" in str(declines({"mamba_size": 48, "page_size": 16}))
+
+
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.17", "0.5.23"])
+def test_paged_kv_is_declined_where_the_allocator_has_no_cpu_path(
+        release: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from the release's files alone: deciding imports nothing of SGLang."""
+    from scenarios.sglang import declines
+    from scenarios.sglang.paged import NO_CPU_PATH
+
+    if not (ROOT / ".sglang" / release / "site" / "sglang").is_dir():
+        pytest.skip(f"SGLang {release} is not installed under .sglang/")
+    monkeypatch.setenv(glue.ENV_VAR, release)
+    monkeypatch.setattr(glue, "_RELEASE", None)
+    expected = NO_CPU_PATH if release != "0.5.23" else None
+    assert declines({"kv_size": 32768, "page_size": 8}) == expected
 
 
 def test_a_wrong_release_folder_is_one_sentence(monkeypatch: pytest.MonkeyPatch,
@@ -120,6 +139,62 @@ out["lru_garbage_nodes"] = garbage
 '''
 LRU_STEPS = 400
 
+# radix-dllm's cache on SGLang's paged allocator (page 8, a small pool: eviction and
+# failed allocations run): blocks of 8 tokens, each denoised 3 steps, idle gaps.
+DLLM_CELL = r'''
+import torch
+from scenarios.sglang import glue
+from scenarios.sglang.handles import walk
+from scenarios.workloads.scheduler import Load
+try:
+    cache = make(kv_size=2048, page_size=8)
+except glue.GlueError as exc:
+    out["dllm"] = {"declined": str(exc)}
+else:
+    load = Load(pattern="idle-gaps", dllm_block=8, denoise_steps=3, idle_every=100)
+    s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), load, 0)
+    for _ in range(int(sys.argv[3])):
+        s.step()
+    s.drain()
+    cache.sanity_check()
+    values = [n.value for n in walk(cache.root_node) if isinstance(n.value, torch.Tensor)]
+    out["dllm"] = {
+        "kind": cache.kind, "allocator": type(cache.kv).__name__,
+        "finished": s.finished, "decoded": s.decoded, "alloc_failures": s.alloc_failures,
+        "idle_checks": s.idle_check.checks, "idle_mismatch": s.idle_check.mismatch,
+        "drained_mismatch": {n: a.mismatch for n, a in cache.pool_accounting().items()},
+        "nodes": len(values),
+        "page_aligned": all(len(v) % 8 == 0 and int(v[0]) % 8 == 0 for v in values),
+        "provenance": sorted(cache.pool_allocators()),
+    }
+    cache.close()
+'''
+DLLM_STEPS = 500
+
+# Slot provenance on a regressed release (tests/sglang/dropped_free.py): the Mamba family
+# with free_mamba_cache's free dropped, and on 0.5.23 the radix family with free_kv_row's.
+# Last in the child: the drops patch SGLang's classes for the rest of the process.
+PROVENANCE_CELL = r'''
+from scenarios.workloads.common import EXIT_LOAD
+from tests.sglang import dropped_free
+def lost_slots(options, drop):
+    drop()
+    cache = make(**options)
+    s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), EXIT_LOAD, 0)
+    assert s.idle_check.slots is not None, "the slot ledger is off"
+    for _ in range(int(sys.argv[4])):
+        s.step()
+    found = s.idle_check.slots.lost
+    cache.close()
+    return found
+out["lost"] = {"mamba": lost_slots({"kv_size": 2048, "mamba_size": 48},
+                                   dropped_free.drop_mamba_free)}
+if hasattr(glue.import_modules(["sglang.srt.mem_cache.base_prefix_cache"])[0]
+           .BasePrefixCache, "free_kv_row"):
+    out["lost"]["radix"] = lost_slots({"kv_size": 2048}, dropped_free.drop_row_free)
+'''
+PROVENANCE_STEPS = 300
+
 
 def installed_releases() -> list[str]:
     """The releases under .sglang/ (make test installs 0.5.11, 0.5.17 and 0.5.23 there)."""
@@ -147,8 +222,11 @@ def test_each_release_runs_every_mapped_family_and_shows_its_lru_leak(release: s
     retraction, timeouts) and drains with SGLang's books balanced; seed incident 1 is
     in 0.5.11's own LRU lists and gone from 0.5.17 on. One process per release: the
     import of SGLang is most of the time."""
-    child = CELL + LRU_CELL + "print(json.dumps(out))\n"
-    cells = json.loads(run_child(child, release, str(STEPS), str(LRU_STEPS)))
+    child = CELL + LRU_CELL + DLLM_CELL + PROVENANCE_CELL + "print(json.dumps(out))\n"
+    cells = json.loads(run_child(child, release, str(STEPS), str(LRU_STEPS), str(DLLM_STEPS),
+                                 str(PROVENANCE_STEPS)))
+    check_dllm(release, cells.pop("dllm"))
+    check_provenance(release, cells.pop("lost"))
     garbage = cells.pop("lru_garbage_nodes")
     if glue.version_key(release) < glue.version_key("0.5.17"):
         assert all(nodes > 100 for nodes in garbage.values()), garbage
@@ -172,8 +250,51 @@ def test_each_release_runs_every_mapped_family_and_shows_its_lru_leak(release: s
         assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
         assert set(cell["drained_protected"].values()) == {0}, (family, cell)
         assert cell["detached"] == 0 and cell["locked_nodes"] == 0, (family, cell)
+        # The ids SGLang's tree holds, distinct, are what its books count per pool.
+        pools = {"radix": {"full"}, "unified-full": {"full"}, "mamba": {"full", "mamba"},
+                 "swa": {"full", "swa"}, "unified": {"full", "swa", "mamba"}}[family]
+        assert set(cell["held"]) == pools, (family, cell["held"])
+        assert all(n == distinct == counted and n > 0
+                   for n, distinct, counted in cell["held"].values()), (family, cell["held"])
     # Decode running out of KV retracts requests through release_kv_cache(checkpoint=False).
     assert sum(c.get("exits", {}).get("retract", 0) for c in cells.values()) > 0, cells
+
+
+def check_dllm(release: str, cell: dict[str, Any]) -> None:
+    """0.5.23 runs radix-dllm's cache on its paged allocator's torch branch with its books
+    balanced; 0.5.11 and 0.5.17 decline (their paged allocation launches Triton)."""
+    from scenarios.sglang.paged import NO_CPU_PATH
+
+    if glue.version_key(release) <= glue.version_key("0.5.17"):
+        assert cell == {"declined": NO_CPU_PATH}
+        return
+    assert cell["allocator"] == "PagedTokenToKVPoolAllocator", cell
+    assert cell["finished"] > 0 and cell["decoded"] > cell["finished"], cell
+    assert cell["alloc_failures"] > 0, cell  # the small pool ran out: eviction ran
+    assert cell["idle_checks"] > 0 and cell["idle_mismatch"] == 0, cell
+    assert set(cell["drained_mismatch"].values()) == {0}, cell
+    assert cell["nodes"] > 0 and cell["page_aligned"], cell
+    assert cell["provenance"] == [], cell  # paged: SGLang allocates through alloc_extend
+
+
+def check_provenance(release: str, lost: dict[str, list[dict[str, Any]]]) -> None:
+    """Each dropped free shows as the pool's lost slots, every missing slot found, the
+    largest group at the SGLang call that allocated them, under the adapter's call."""
+    expected = {"mamba": ("mamba", "memory_pool.py", "alloc_request")}
+    if glue.version_key(release) >= glue.version_key("0.5.23"):
+        expected["radix"] = ("full", "allocation.py", "alloc_request")
+    assert set(lost) == set(expected), lost
+    for family, (pool, site, caller) in expected.items():
+        (group_of_pool,) = lost[family]
+        assert group_of_pool["pool"] == pool, (family, group_of_pool)
+        assert group_of_pool["short"] > 0, (family, group_of_pool)
+        assert group_of_pool["found"] == group_of_pool["short"], (family, group_of_pool)
+        top = group_of_pool["groups"][0]
+        assert site in top["site"] and top["slots"] > 0, (family, top)
+        assert any(caller in frame for frame in top["stack"]), (family, top)
+    if "radix" in lost:  # the harness's request is the allocating frame's: its exit is known
+        exits = {g["exit"] for g in lost["radix"][0]["groups"]}
+        assert exits <= {"abort-running", "fail-running", "retract"}, exits
 
 
 def test_a_release_newer_than_those_tested_runs_with_a_warning() -> None:

@@ -1,0 +1,31 @@
+"""Paged KV (``page_size`` > 1, the radix-dllm scenario) on the SGLang target: which
+releases have a CPU path for it, decided from the release's files before any worker
+starts (nothing of SGLang is imported here).
+
+0.5.23's ``PagedTokenToKVPoolAllocator`` allocates through its own torch functions
+(``alloc_extend_naive``, ``alloc_decode_naive``) when the platform cannot launch
+Triton; the adapter builds it (``handles.paged_allocator``). 0.5.11 and 0.5.17 have no
+such branch (read in their ``mem_cache/allocator.py`` and ``allocator/paged.py``).
+"""
+
+from __future__ import annotations
+
+from scenarios.sglang import glue
+
+NO_CPU_PATH = (
+    "paged KV (page_size > 1): this release's PagedTokenToKVPoolAllocator.alloc_extend and "
+    "alloc_decode launch the Triton kernels alloc_extend_kernel and alloc_decode_kernel "
+    "with no CPU branch (its torch alloc_extend_naive is called only by the NPU "
+    "allocator), and no Triton runs here; 0.5.23's allocator has the torch branch")
+LAST_WITHOUT_CPU_PATH = (0, 5, 17)
+
+
+def declines(family: str) -> str | None:
+    """Why paged KV of ``family`` does not run on the located release (None: it does)."""
+    if family != "radix":
+        return "paged KV (page_size > 1) is driven on RadixCache only"
+    try:
+        key = glue.version_key(glue.located_version())
+    except glue.GlueError:
+        return None  # the factory says why the release cannot be loaded
+    return NO_CPU_PATH if key and key <= LAST_WITHOUT_CPU_PATH else None

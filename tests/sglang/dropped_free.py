@@ -1,0 +1,75 @@
+"""A regressed SGLang, for the slot ledger's tests and a measured run: the installed
+release with one free call dropped, as a release that lost that call would behave.
+
+- ``drop_mamba_free``: ``HybridReqToTokenPool.free_mamba_cache`` (every release) keeps
+  its bookkeeping (the request no longer names its state slot) but never gives the slot
+  back to the Mamba allocator.
+- ``drop_row_free``: ``BasePrefixCache.free_kv_row`` (0.5.23) gives nothing back, so a
+  request that leaves without checkpointing (abort, failure, retraction) loses its row.
+
+As a target, the adapter being ``scenarios.sglang:make`` as shipped (``make``: the first
+drop; ``make_rows``: the second)::
+
+    LEAK_HARNESS_SGLANG=0.5.23 .venv/bin/leak-harness run radix-exits \\
+        --target tests.sglang.dropped_free:make_rows --duration 20s
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import scenarios.sglang as target
+from scenarios.sglang import glue
+
+MARK = "_leak_harness_dropped"
+
+
+def drop_mamba_free() -> None:
+    """Replace ``HybridReqToTokenPool.free_mamba_cache`` by its bookkeeping alone."""
+    memory_pool = glue.import_modules(["sglang.srt.mem_cache.memory_pool"])[0]
+    pool = memory_pool.HybridReqToTokenPool
+    if getattr(pool, MARK, False):
+        return
+
+    def free_mamba_cache(self: Any, req: Any, *args: Any, **kwargs: Any) -> None:
+        # 0.5.23 keeps the slot in req.kv, 0.5.11 and 0.5.17 on the Req itself.
+        kv = getattr(req, "kv", None)
+        holder = kv if kv is not None and hasattr(kv, "mamba_pool_idx") else req
+        holder.mamba_pool_idx = None
+
+    pool.free_mamba_cache = free_mamba_cache
+    setattr(pool, MARK, True)
+
+
+def drop_row_free() -> None:
+    """Make ``BasePrefixCache.free_kv_row`` (0.5.23's row release) give nothing back."""
+    base = glue.import_modules(["sglang.srt.mem_cache.base_prefix_cache"])[0]
+    cache_cls = base.BasePrefixCache
+    if not hasattr(cache_cls, "free_kv_row"):
+        raise glue.GlueError(f"SGLang {glue.load().version} has no free_kv_row to drop")
+
+    def free_kv_row(self: Any, kv: Any, ranges: list[tuple[int, int]]) -> None:
+        return None
+
+    cache_cls.free_kv_row = free_kv_row
+
+
+def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
+    """``scenarios.sglang:make`` on the release with ``free_mamba_cache``'s free dropped."""
+    glue.load()
+    drop_mamba_free()
+    return target.make(inject, kv_size, **options)
+
+
+def make_rows(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
+    """``scenarios.sglang:make`` on the release with ``free_kv_row`` dropped (0.5.23)."""
+    glue.load()
+    drop_row_free()
+    return target.make(inject, kv_size, **options)
+
+
+for _factory in (make, make_rows):
+    _factory.regressions = ()  # type: ignore[attr-defined]
+    _factory.describe = target.describe  # type: ignore[attr-defined]
+    _factory.declines = target.declines  # type: ignore[attr-defined]
