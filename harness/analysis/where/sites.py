@@ -104,20 +104,30 @@ def at_working_size(windows: Sequence[AllocLine], site: str) -> bool:
 
 
 def own_line(site: str, stack: Sequence[str]) -> str | None:
-    """The first frame of the site's stack outside the site's folder: the code that
-    asked a library for what it keeps (a leak keeping ``req.key()`` allocates at the
-    key's constructor, the line the tree's own turnover allocates at). None when the
-    stack never leaves the folder within the frames kept, or leaves it for the
-    scenario side (the driver, a release's adapter): the site's own package is then
-    the code under test."""
+    """The first frame of the site's stack outside the site's folder, when the stack
+    shows the whole way from the scenarios' side to it: the code under test that asked
+    a library for what it keeps (a leak keeping ``req.key()`` allocates at the key's
+    constructor, the line the tree's own turnover allocates at). None when the stack
+    never leaves the folder, leaves it for the scenarios' side (the driver, a release's
+    adapter: the site's own package is then the code under test), or ends before the
+    scenarios' side is reached: a subclass that wraps the tree's call (a --target
+    built on the reference) is no more the owner of the tree's turnover than the
+    driver is, and a frame with nothing seen after it cannot be told from one."""
     frames = list(stack)
     if site not in frames:
         return None
     folder = os.path.dirname(site.rpartition(":")[0])
-    for frame in frames[frames.index(site) + 1:]:
-        if os.path.dirname(frame.rpartition(":")[0]) != folder:
-            return None if from_scenarios(frame) else frame
-    return None
+    after = frames[frames.index(site) + 1:]
+    out = next((i for i, f in enumerate(after)
+                if os.path.dirname(f.rpartition(":")[0]) != folder), None)
+    if out is None or from_scenarios(after[out]):
+        return None
+    rest = after[out + 1:]
+    entered = next((i for i, f in enumerate(rest) if from_scenarios(f)), None)
+    if entered is None or any(os.path.dirname(f.rpartition(":")[0]) == folder
+                              for f in rest[:entered]):
+        return None
+    return after[out]
 
 
 def kept_of(windows: Sequence[AllocLine], site: str) -> Kept | None:

@@ -148,3 +148,12 @@ def test_a_library_line_is_named_by_the_code_outside_its_folder_that_asked_for_i
               "scenarios/sglang/handles.py:80"]
     assert own_line("refcache/keys.py:24", helper) is None  # an adapter asked
     assert own_line("refcache/keys.py:24", helper[:1]) is None  # the site is not in it
+    # A --target subclass wrapping the tree's call: the stack ends at the wrapper, which
+    # cannot be told from the owner there (its 60 s run named it for the tree's nodes).
+    wrapper = ["refcache/radix_tree.py:191", "refcache/radix_tree.py:175",
+               "refcache/radix.py:176", "bench/zoo/base.py:45"]
+    assert own_line("refcache/radix_tree.py:191", wrapper) is None
+    # ...and one the stack shows calling back into the library is not its owner either.
+    back = ["refcache/keys.py:24", "zoo/base.py:45", "refcache/radix.py:176",
+            "scenarios/workloads/scheduler.py:330"]
+    assert own_line("refcache/keys.py:24", back) is None
