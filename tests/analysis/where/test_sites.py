@@ -88,10 +88,11 @@ def test_the_scenario_driver_is_never_named_by_either_path_form() -> None:
 
 
 def test_a_table_re_allocated_at_its_working_size_is_not_a_growing_site() -> None:
-    """Issue 42, item 4: a 60 s run of a 28 MB/h leak beside radix-steady's turnover. The
-    LRU's member dict re-allocates its 9 KB table once in each window (one block, no
-    object the collector tracks, as large in the last window as in the first): +33 MB/h
-    inside a 1 s window, twice the leak's own line, and it led "Where it grows"."""
+    """Issue 42, item 4: a 28 MB/h leak beside radix-steady's turnover. The LRU's member
+    dict re-allocates its 9 KB table once in each window (one block, no object the
+    collector tracks, as large in the last window as in the first): +33 MB/h inside a
+    1 s window, above the leak's own line, which it led (a fixed mamba-lru run named
+    refcache/lru.py:94 alone, a 4.6 KB table in both windows)."""
     def lru_window(index: int, t: float, table: int) -> dict[str, object]:
         line = window(index, t, {"refcache/lru.py:94": table, "leak.py:56": 7_800}, size=200)
         line["sites"][0]["count"] = 1
