@@ -16,7 +16,7 @@ TARGET ?=
 TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
-.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead loaded-check nightly-length docs-numbers lint clean
+.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead slot-ledger-cost loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -101,6 +101,9 @@ attribution-cost: install ## judged rates and wall time with attribution windows
 
 record-overhead: install ## ops/s of a program recorded vs not, sampling alone and everything on (~8 min)
 	$(PY) bench/record_overhead.py
+
+slot-ledger-cost: install ## CPU per scheduler step with the slot ledger off, disarmed and armed, interleaved (~3 min)
+	$(PY) bench/slot_ledger_overhead.py
 
 false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 runs at once (~40 min)
 	$(PY) bench/sensitivity.py --non-leaks --seeds 10 --section "false alarms"

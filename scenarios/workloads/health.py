@@ -18,7 +18,7 @@ from typing import Any
 
 from scenarios.workloads.locks import LockLedger
 from scenarios.workloads.protocol import PrefixCache, as_tables
-from scenarios.workloads.slots import SlotLedger
+from scenarios.workloads.slots import Serving, SlotLedger
 
 # Departed requests remembered with the path they left by: enough for those that left
 # since the last idle moment (a ring: filling a bigger one reads as heap growth).
@@ -43,20 +43,23 @@ class IdleCheck:
     stale_tables: dict[str, dict[int, str]] = field(default_factory=dict)
     _left: OrderedDict[int, str] = field(default_factory=OrderedDict)
     slots: SlotLedger | None = None  # where the slots were allocated (a book leak's cause)
+    serving: Serving = field(default_factory=Serving)  # the request served, for the ledger
 
     @classmethod
     def for_cache(cls, cache: PrefixCache) -> IdleCheck:
         ledger = LockLedger(cache)
         has_books = callable(getattr(cache, "pool_accounting", None))
-        slots = SlotLedger(cache) if has_books else None
+        serving = Serving()
+        slots = SlotLedger(cache, serving) if has_books else None
         return cls(has_books=has_books, ledger=ledger if ledger.active else None,
                    has_tables=callable(getattr(cache, "request_tables", None)),
-                   slots=slots if slots is not None and slots.active else None)
+                   slots=slots if slots is not None and slots.active else None,
+                   serving=serving)
 
     def request_event(self, rid: int, what: str) -> None:
         """Request ``rid`` left by path ``what`` (or its admission failed): the exit
         path the slot ledger gives a slot its request allocated before."""
-        if self.slots is not None:
+        if self.slots is not None and self.slots.armed:
             self.slots.event(rid, what)
 
     def departed(self, rid: int, path: str) -> None:

@@ -38,6 +38,7 @@ import torch
 
 from scenarios.workloads.exits import RETRACT
 from scenarios.workloads.request_state import Running
+from scenarios.workloads.slots import Serving
 
 REGRESSION = "overlap-retract-inflight-slot"  # SGLang #11981, issue #11970
 CALLS = ("alloc_tokens(n)", "free_tokens(slots)", "extend_request(req, tokens, slots=...)")
@@ -67,6 +68,7 @@ class Scheduling(Protocol):
     cache: Any
     running: list[Running]
     decoded: int
+    serving: Serving  # the request the cache calls serve, for the slot ledger
 
     def _out_of_memory(self, run: Running) -> int: ...
 
@@ -129,6 +131,7 @@ class OverlapDecode:
         launched: list[Launched] = []
         for run in list(s.running):
             n = min(self.tokens_per_batch, run.request.output_len - len(run.generated))
+            s.serving.rid = run.req.rid
             slots = self.cache.alloc_tokens(n)
             ops += 1
             if slots is None:
@@ -155,6 +158,7 @@ class OverlapDecode:
     def _commit(self, entry: Launched) -> int:
         """The request's new tokens take the batch's slots; past its end they are freed."""
         s, run = self.scheduler, entry.run
+        s.serving.rid = run.req.rid
         if s._leaves_running(run):  # aborted or failed: its result is dropped
             self.cache.free_tokens(entry.slots)
             return 1 + s._release(run, run.fate.path)

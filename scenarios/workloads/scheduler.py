@@ -115,6 +115,9 @@ class Scheduler:
         self.rejected = 0  # arrived to a full queue (max_waiting)
         self.alloc_failures = 0  # alloc_request / extend_request calls that returned False
         self.idle_check = IdleCheck.for_cache(cache)
+        # The request the cache calls that follow serve (None: none), set before them: the
+        # slot ledger stamps the slots they allocate with it (no frame walk per allocation).
+        self.serving = self.idle_check.serving
         self.exits: Counter[str] = Counter()  # requests that left by each exit path
         self.support = Support.of(cache)
         # Paths the load asks for that this cache cannot take (a missing call).
@@ -133,6 +136,7 @@ class Scheduler:
         arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
         self._enqueue(arrivals)
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
+        self.serving.rid = None
         self.cache.check_hicache_events()
         if not self.running:
             if not self._batch_in_flight():  # SGLang checks only once its result is processed
@@ -176,6 +180,7 @@ class Scheduler:
                 continue
             self.queue.remove(waiting)
             req = self._new_req(waiting)
+            self.serving.rid = req.rid
             self.cache.release_aborted_request(req)
             self.exits[path] += 1
             self._departed(req.rid, path)
@@ -188,7 +193,9 @@ class Scheduler:
             return 0
         ahead = list(self.queue)[: self.load.exits.match_ahead]
         for waiting in ahead:
-            self.cache.match_waiting_req(self._new_req(waiting))
+            req = self._new_req(waiting)
+            self.serving.rid = req.rid
+            self.cache.match_waiting_req(req)
         return len(ahead)
 
     def _departed(self, rid: int, path: str) -> None:
@@ -216,6 +223,7 @@ class Scheduler:
             if len(self.running) >= self.load.max_running:
                 break
             req = self._new_req(waiting)
+            self.serving.rid = req.rid
             if not self._prefetch_done(req):
                 continue  # held until its storage prefetch is done or cut short
             ops += 1
@@ -255,6 +263,7 @@ class Scheduler:
             return self.overlap.step()
         ops = 0
         for run in list(self.running):
+            self.serving.rid = run.req.rid
             if self._leaves_running(run):
                 ops += self._release(run, run.fate.path)
                 continue
@@ -325,6 +334,7 @@ class Scheduler:
     def _finish(self, run: Running) -> int:
         self.running.remove(run)
         run.left = FINISH
+        self.serving.rid = run.req.rid
         self.cache.cache_finished_req(run.req)
         self._departed(run.req.rid, "finish")
         self.traffic.record_reply(run.request, run.generated)

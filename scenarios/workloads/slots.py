@@ -6,15 +6,28 @@ as books that come up short at idle (``idle_pool_mismatch``); the count says
 nothing of which call took the slots. The ledger wraps, on the instance, the
 ``alloc`` and ``free`` of each allocator the cache names in its optional
 ``pool_allocators()`` and remembers, per live slot id, the allocating call site
-(the frames into the code under test, interned: one index per distinct stack),
-the request the call served (a ``req`` or ``run`` local of the first frame that
-has one) and when, packed into one int64 per slot of an ``array('q')`` as long as
-the pool (a short call's ids are written one by one, a long one's through a tensor
-over the same memory); ``free`` clears the ids. Requests live in a ring of fixed size indexed by
-their id's hash, with their first few lifecycle events. So the ledger allocates
-no Python object per slot or per request: its memory does not grow while the
-cache fills (a fixed run's ``py_blocks`` would see it), and nothing is walked
-until the books are short.
+(the frames into the code under test, interned: one index per distinct stack,
+looked up by the ids of the caller's and its caller's code and their lines), the
+request the call served (the scheduler names it in ``Serving`` before each
+request's cache calls) and when, packed into one int64 per slot of an
+``array('q')`` as long as the pool (a short call's ids are written one by one, a
+long one's through a tensor over the same memory); ``free`` clears the ids.
+Requests live in a ring of fixed size indexed by their id's hash, with their last
+few lifecycle events. So the ledger allocates no Python object per slot or per
+request: its memory does not grow while the cache fills (a fixed run's
+``py_blocks`` would see it).
+
+What it costs decides when it records. Wrapped, the allocators cost the scheduler
++12% to +20% CPU per step on the reference caches (``make slot-ledger-cost``: the
+wrappers run some ten times a step, each a few microseconds in a cold cache, and
+the bare extra frame alone is 2-3%), far past the samplers' 3%. So it starts
+disarmed: nothing is wrapped or made, and a run whose books balance pays nothing
+(-1.1% to +2.5% measured, as noisy as the same scheduler twice). The first idle moment
+whose books are short arms it; from then on every allocation is recorded. The
+slots lost before that are in the books' count but not found (the "Where it
+grows" line gives both counts): a leak that keeps losing slots is named by the
+ones lost after, a loss that never recurs only by its count. ``arm()`` records
+from the start (the tests do).
 
 At an idle moment whose books are short on a pool, the lost slots are the ledger's
 live ids less those the cache's own structure holds (its optional
@@ -48,67 +61,103 @@ import torch
 from harness.worker.frames import short
 
 STACK_DEPTH = 4  # frames kept per site, innermost first, up to the scenario driver
-RID_DEPTH = 8  # frames searched for the request an allocation serves
+WALK_DEPTH = 8  # frames looked at for them
 RING = 1 << 13  # requests remembered (by their id's hash), with their events
 EVENTS = 4  # lifecycle events kept per request (the last ones): the first after an
 # allocation is the path of the slots it allocated
 SITE_BITS = RID_BITS = 13
+SEQ_SHIFT = SITE_BITS + RID_BITS
 MAX_SITES = (1 << SITE_BITS) - 1  # stacks past this many share the last index
+NO_REQUEST = RING - 1  # the ring index of an allocation no request was named for
+MAX_CALLERS = 1 << 14  # caller lines remembered; past this many, each new one is walked
 GROUPS_SHOWN = 3
 REQUESTS_SHOWN = 5
 READ_EVERY_S = 0.5  # the lost slots are worked out at most this often
-SHORT_CALL = 64  # ids written one by one up to this many (a tensor write costs ~20 us)
+SHORT_CALL = 64  # ids written one by one up to this many (a tensor write costs ~3 us)
 DRIVER = ("/scenarios/workloads/",)  # the harness's scheduler: where the stack stops
-REQUEST_LOCALS = ("req", "run", "waiting")  # locals that hold the request being served
-UNKNOWN_RID = -1
+
+
+class Serving:
+    """The request the cache's calls serve now (``rid``; None between requests): the
+    scheduler sets it before each request's calls, the ledger stamps allocations with it."""
+
+    __slots__ = ("rid",)
+
+    def __init__(self) -> None:
+        self.rid: Any = None
 
 
 class PoolLedger:
-    """Per slot id of one allocator: -1 when free, else (alloc seq, site, request) packed."""
+    """Per slot id of one allocator: -1 when free, else (alloc seq, site, request) packed.
+    Made when the ledger arms, which wraps the allocator's ``alloc`` and ``free``."""
 
     def __init__(self, name: str, allocator: Any, owner: SlotLedger) -> None:
         self.name = name
-        self._resize(int(getattr(allocator, "size", 0) or 0) + 1)
         self._owner = owner
-        self.active = _wrap(allocator, "alloc", self._alloc) and _wrap(
-            allocator, "free", self._free)
+        self._resize(int(getattr(allocator, "size", 0) or 0) + 1)
+        self.active = _wrap(allocator, "alloc", self._recording_alloc)
+        if self.active and not _wrap(allocator, "free", self._recording_free):
+            allocator.__dict__.pop("alloc", None)  # both or neither
+            self.active = False
 
     def _resize(self, n: int) -> None:
         old = getattr(self, "_array", array("q"))
         self._array = old + array("q", [-1]) * (n - len(old))
         self._view = torch.frombuffer(self._array, dtype=torch.int64)  # the same memory
 
-    def _alloc(self, result: Any) -> None:
-        if result is not None:
-            self._write(result, -2)
+    def _recording_alloc(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``alloc`` stamping the ids it returns with its caller's site and the request
+        being served. One Python frame and no call but the write for a known caller: the
+        wrapper runs on every allocation of the step, so its names are closure locals."""
+        owner, write, getframe = self._owner, self.write, sys._getframe
+        callers = owner.callers
 
-    def _free(self, ids: Any) -> None:
-        if ids is not None:
-            self._write(ids, -1)
+        def alloc(*args: Any, **kwargs: Any) -> Any:
+            ids = original(*args, **kwargs)
+            if ids is not None:
+                caller = getframe(1)
+                up = caller.f_back
+                # By id: hashing a code object hashes its constants (~0.15 us each); the
+                # ledger keeps the code objects, so their ids are never reused.
+                key = ((id(caller.f_code), caller.f_lineno, id(up.f_code), up.f_lineno)
+                       if up is not None else (id(caller.f_code), caller.f_lineno, 0, 0))
+                site = callers.get(key)
+                if site is None:
+                    site = owner.new_caller(key, caller)
+                write(ids, owner.stamp(site))
+            return ids
+        return alloc
 
-    def _write(self, ids: Any, value: int) -> None:
-        if isinstance(ids, int):
-            ids = [ids]
-        elif isinstance(ids, torch.Tensor):
+    def _recording_free(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``free`` forgetting the ids before the pool takes them back (and may hand
+        them out again)."""
+        write = self.write
+
+        def free(*args: Any, **kwargs: Any) -> Any:
+            ids = args[0] if args else next(iter(kwargs.values()), None)
+            if ids is not None:
+                write(ids, -1)
+            return original(*args, **kwargs)
+        return free
+
+    def write(self, ids: Any, value: int) -> None:
+        """``value`` for each of ``ids`` (a tensor, a list of ints, an int)."""
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1:
+                ids = ids.reshape(-1)
             if ids.numel() > SHORT_CALL:
-                if value == -2:
-                    value = self._owner.entry(sys._getframe(3))
-                self._write_tensor(ids.reshape(-1), value)
+                self._write_tensor(ids, value)
                 return
             ids = ids.tolist()
-            if isinstance(ids, int):  # a 0-d tensor
-                ids = [ids]
-        if not ids:
-            return
-        if value == -2:
-            value = self._owner.entry(sys._getframe(3))
+        elif isinstance(ids, int):
+            ids = (ids,)
         packed = self._array
         try:
             for i in ids:
                 packed[i] = value
         except IndexError:  # ids past the allocator's size (a padding slot)
             self._resize(max(int(i) for i in ids) + 1)
-            self._write(ids, value)
+            self.write(ids, value)
 
     def _write_tensor(self, ids: torch.Tensor, value: int) -> None:
         try:
@@ -126,79 +175,66 @@ class PoolLedger:
 
 
 class SlotLedger:
-    def __init__(self, cache: Any) -> None:
-        allocators = _call(cache, "pool_allocators") or {}
+    """Disarmed (the allocators untouched, nothing recorded) until ``read`` first sees a
+    pool's books short, or ``arm`` is called."""
+
+    def __init__(self, cache: Any, serving: Serving | None = None) -> None:
+        self.serving = serving if serving is not None else Serving()
+        self._allocators = {str(name): allocator for name, allocator
+                            in dict(_call(cache, "pool_allocators") or {}).items()}
         held = getattr(cache, "held_slots", None)
         self._held: Callable[[], Mapping[str, Any]] | None = held if callable(held) else None
-        pools = {str(name): PoolLedger(str(name), allocator, self)
-                 for name, allocator in dict(allocators).items()}
-        self.pools = {name: pool for name, pool in pools.items() if pool.active}
-        self.active = bool(self.pools) and self._held is not None
+        self.active = self._held is not None and any(
+            callable(getattr(a, "alloc", None)) and callable(getattr(a, "free", None))
+            for a in self._allocators.values())
+        self.armed = False
+        self.pools: dict[str, PoolLedger] = {}
+        self.seq = 0
+        # (caller's code id and line, its caller's) -> site; the code objects kept
+        self.callers: dict[tuple[int, int, int, int], int] = {}
+        self._codes: list[Any] = []
         self._sites: dict[tuple[tuple[str, int, str], ...], int] = {}
         self._stacks: list[tuple[str, ...]] = []
-        self._seq = 0
-        # The ring of requests, preallocated: its slots are replaced, never added.
-        self._rids: list[Any] = [object() for _ in range(RING)]
-        self._since = array("q", [0]) * RING  # seq at which the request took the slot
-        self._events = array("q", [-1]) * (RING * EVENTS)  # seq << 8 | path, per request
-        self._counts = array("q", [0]) * RING
         self._paths: list[str] = []
-        # (caller's code and line, its caller's) -> (site, depth and local of the request)
-        self._callers: dict[tuple[Any, ...], tuple[int, int, str | None]] = {}
+        self._path_ids: dict[str, int] = {}
         self._read_at = -READ_EVERY_S
         # A lost slot's request and path once found (only lost slots: bounded by the pools)
         self._told: dict[tuple[str, int, int], tuple[Any, str]] = {}
         self.lost: list[dict[str, Any]] = []  # the latest short idle moment's findings
 
     # ------------------------------------------------------------------ recording
-    def entry(self, frame: FrameType | None) -> int:
-        """The packed site, request and sequence number of an allocation whose caller
-        is ``frame``. The stack is walked once per distinct caller and its caller (the
-        site, and how far up the request's frame is); after that only that frame's
-        locals are read."""
-        if frame is None:
-            return self._pack(MAX_SITES, None)
-        up = frame.f_back
-        key = (frame.f_code, frame.f_lineno, up.f_code if up else None, up.f_lineno if up else 0)
-        known = self._callers.get(key)
-        if known is None:
-            known = self._callers[key] = self._walk(frame)
-        site, depth, name = known
-        rid = None
-        if name is not None:
-            found: FrameType | None = frame
-            for _ in range(depth):
-                found = found.f_back if found is not None else None
-            if found is not None:
-                value = found.f_locals.get(name)
-                value = getattr(value, "req", value)  # a Running or Waiting entry holds the Req
-                rid = getattr(value, "rid", None)
-        return self._pack(site, rid)
+    def arm(self) -> None:
+        """Start recording: wrap the allocators, make the slot arrays and the ring of
+        requests (preallocated: its places are replaced, never added)."""
+        if self.armed:
+            return
+        self.armed = True
+        self._rids: list[Any] = [None] * RING
+        self._since = array("q", [0]) * RING  # seq at which the request took the place
+        self._events = array("q", [-1]) * (RING * EVENTS)  # seq << 8 | path, per request
+        self._counts = array("q", [0]) * RING
+        pools = {name: PoolLedger(name, allocator, self)
+                 for name, allocator in self._allocators.items()}
+        self.pools = {name: pool for name, pool in pools.items() if pool.active}
 
-    def _pack(self, site: int, rid: Any) -> int:
-        self._seq += 1
-        slot = self._slot(rid) if rid is not None else (1 << RID_BITS) - 1
-        return (self._seq << (SITE_BITS + RID_BITS)) | (site << RID_BITS) | slot
+    def stamp(self, site: int) -> int:
+        """An allocation's packed entry: its sequence number, site and request."""
+        self.seq = seq = self.seq + 1
+        rid = self.serving.rid
+        return (seq << SEQ_SHIFT) | (site << RID_BITS) | (
+            NO_REQUEST if rid is None else self._slot(rid))
 
-    def _walk(self, frame: FrameType | None) -> tuple[int, int, str | None]:
-        """The site of a new caller, and the depth and local name of the request's frame."""
-        key: list[tuple[str, int, str]] = []
-        found: tuple[int, str] | None = None
-        depth = 0
-        while frame is not None and depth < RID_DEPTH:
-            code = frame.f_code
-            in_driver = any(part in code.co_filename for part in DRIVER)
-            if len(key) < STACK_DEPTH and not in_driver:
-                key.append((code.co_filename, frame.f_lineno, code.co_name))
-            if found is None:
-                name = next((n for n in REQUEST_LOCALS if n in code.co_varnames), None)
-                if name is not None:
-                    found = (depth, name)
-            if in_driver and (found is not None or key):
-                break
-            frame = frame.f_back
-            depth += 1
-        stack = tuple(key)
+    def new_caller(self, key: tuple[int, int, int, int], frame: FrameType) -> int:
+        """The site of an allocating caller line (and its caller's) not seen before: its
+        stack into the code under test, walked now and interned."""
+        site = self._site(_frames_into_code(frame))
+        if len(self.callers) < MAX_CALLERS:
+            self.callers[key] = site
+            up = frame.f_back
+            self._codes.append((frame.f_code, up.f_code if up is not None else None))
+        return site
+
+    def _site(self, stack: tuple[tuple[str, int, str], ...]) -> int:
         site = self._sites.get(stack)
         if site is None:
             site = min(len(self._stacks), MAX_SITES)
@@ -206,40 +242,48 @@ class SlotLedger:
                 self._sites[stack] = site
                 self._stacks.append(tuple(f"{short(f)}:{line} in {name}"
                                           for f, line, name in stack))
-        return (site, found[0], found[1]) if found else (site, 0, None)
+        return site
 
     def _slot(self, rid: Any) -> int:
         """The ring slot of request ``rid``, taken over (events cleared) if another held it."""
         slot = hash(rid) & (RING - 1)
-        if slot == RING - 1:
-            slot -= 1  # the last index means "no request"
+        if slot == NO_REQUEST:
+            slot -= 1
         if self._rids[slot] != rid:
             self._rids[slot] = rid
-            self._since[slot] = self._seq
+            self._since[slot] = self.seq
             self._events[slot * EVENTS:(slot + 1) * EVENTS] = array("q", [-1]) * EVENTS
             self._counts[slot] = 0
         return slot
 
     def event(self, rid: Any, what: str) -> None:
         """Something happened to request ``rid``: it left by a path, or its admission failed."""
-        self._seq += 1
+        if not self.armed:
+            return
+        self.seq += 1
         slot = self._slot(rid)
-        n = self._counts[slot]
-        if what not in self._paths:
+        path = self._path_ids.get(what)
+        if path is None:
+            path = self._path_ids[what] = len(self._paths)
             self._paths.append(what)
+        n = self._counts[slot]
         row = slot * EVENTS
         if n >= EVENTS:  # keep the last ones: a request retracted again and again
             self._events[row:row + EVENTS - 1] = self._events[row + 1:row + EVENTS]
-        self._events[row + min(n, EVENTS - 1)] = (self._seq << 8) | self._paths.index(what)
+        self._events[row + min(n, EVENTS - 1)] = (self.seq << 8) | path
         self._counts[slot] = n + 1
 
     # ------------------------------------------------------------------ at idle
     def read(self, short: Mapping[str, int], waiting: Iterable[Any]) -> None:
         """The lost slots of every pool whose books are ``short`` (slots missing, by
         pool), by site and exit path; call with no request running."""
-        short_pools = {name: n for name, n in short.items() if name in self.pools and n > 0}
+        short_pools = {name: n for name, n in short.items()
+                       if name in self._allocators and n > 0}
         if not short_pools:
             self.lost = []
+            return
+        if not self.armed:  # the first short books: record from now on
+            self.arm()
             return
         now = time.monotonic()
         if self.lost and now - self._read_at < READ_EVERY_S:
@@ -249,7 +293,7 @@ class SlotLedger:
         owned = _waiting_owned(waiting)
         lost = []
         for name, short_by in short_pools.items():
-            if name not in held:
+            if name not in held or name not in self.pools:
                 continue
             pool = self.pools[name]
             live = pool.live()
@@ -265,7 +309,7 @@ class SlotLedger:
         groups: Counter[tuple[int, str]] = Counter()
         requests: dict[tuple[int, str], list[str]] = {}
         for slot_id, packed in zip(ids, entries, strict=True):
-            seq = packed >> (SITE_BITS + RID_BITS)
+            seq = packed >> SEQ_SHIFT
             site = (packed >> RID_BITS) & ((1 << SITE_BITS) - 1)
             told = self._told.get((pool, slot_id, seq))
             if told is None:
@@ -292,7 +336,7 @@ class SlotLedger:
     def _path(self, slot: int, seq: int) -> tuple[Any, str]:
         """The request of a slot allocated at ``seq`` and the first thing that happened
         to it afterwards."""
-        if slot == RING - 1:
+        if slot == NO_REQUEST:
             return None, "no request"
         if int(self._since[slot]) > seq:  # another request took the ring slot since
             return None, "unknown"
@@ -333,24 +377,29 @@ def _call(obj: Any, name: str) -> Any:
     return method() if callable(method) else None
 
 
-def _wrap(allocator: Any, name: str, record: Callable[[Any], None]) -> bool:
-    """Replace ``allocator.<name>`` by a recording wrapper; False if it cannot be set.
-    ``alloc`` records its result, ``free`` its argument (before the pool reuses the ids)."""
+def _frames_into_code(frame: FrameType | None) -> tuple[tuple[str, int, str], ...]:
+    """Up to ``STACK_DEPTH`` frames from ``frame`` out, into the code under test: the
+    walk stops at the harness's scheduler."""
+    kept: list[tuple[str, int, str]] = []
+    for _ in range(WALK_DEPTH):
+        if frame is None or len(kept) >= STACK_DEPTH:
+            break
+        code = frame.f_code
+        if any(part in code.co_filename for part in DRIVER):
+            break
+        kept.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return tuple(kept)
+
+
+def _wrap(allocator: Any, name: str,
+          recording: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+    """Replace ``allocator.<name>`` by ``recording(original)``; False if it cannot be set."""
     original = getattr(allocator, name, None)
     if not callable(original):
         return False
-    if name == "alloc":
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            record(result)
-            return result
-    else:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if args:
-                record(args[0])
-            return original(*args, **kwargs)
     try:
-        setattr(allocator, name, wrapper)
+        setattr(allocator, name, recording(original))
     except (AttributeError, TypeError):  # __slots__ or a read-only proxy
         return False
     return True

@@ -6,9 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, cast
 
+import pytest
+
 from harness.analysis.where.books import book_findings
 from harness.runfiles.records import NotesLine
 from refcache import factories
+from scenarios.workloads import slots
 from scenarios.workloads.exits import Exits
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
@@ -24,9 +27,18 @@ STATES: dict[str, Any] = {"conv_shape": (2,), "ssm_shape": (3,)}
 MAMBA = partial(factories.mamba_cache, kv_size=1024, mamba_size=64, **STATES)
 
 
-def drive(inject: tuple[str, ...], steps: int = 600) -> Scheduler:
+@pytest.fixture(autouse=True)
+def read_at_every_idle_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger reads the lost slots at most every READ_EVERY_S of wall time: these
+    runs take less, so every short idle moment reads (the findings do not hang on speed)."""
+    monkeypatch.setattr(slots, "READ_EVERY_S", 0.0)
+
+
+def drive(inject: tuple[str, ...], steps: int = 600, armed: bool = False) -> Scheduler:
     cache: Any = MAMBA(inject=inject)
     s = Scheduler(cache, Traffic.seeded(1, SHAPE), LOAD)
+    if armed and s.idle_check.slots is not None:
+        s.idle_check.slots.arm()  # record from the first step, not the first short books
     for _ in range(steps):
         s.step()
     return s
@@ -37,7 +49,8 @@ def test_lost_slots_are_named_by_the_allocating_site_and_the_exit_path() -> None
     ledger = s.idle_check.slots
     assert ledger is not None and ledger.lost, "the books came up short at an idle moment"
     (pool,) = ledger.lost
-    assert pool["pool"] == "mamba" and pool["short"] == pool["found"] > 0
+    # Armed at the first short books: the slots lost before are counted, not found.
+    assert pool["pool"] == "mamba" and 0 < pool["found"] < pool["short"]
     first = pool["groups"][0]
     assert first["exit"] == "abort-waiting"
     assert first["site"].startswith("refcache/mamba.py:")
@@ -48,8 +61,26 @@ def test_lost_slots_are_named_by_the_allocating_site_and_the_exit_path() -> None
     assert "mamba pool:" in finding.text and "abort-waiting" in finding.text
 
 
-def test_a_fixed_cache_has_nothing_lost_and_the_ledger_forgets_freed_slots() -> None:
+def test_armed_from_the_start_the_ledger_finds_every_lost_slot() -> None:
+    s = drive(("mamba-abort-queued-slot",), armed=True)
+    ledger = s.idle_check.slots
+    assert ledger is not None
+    (pool,) = ledger.lost
+    assert pool["short"] == pool["found"] > 0
+    assert sum(g["slots"] for g in pool["groups"]) == pool["found"]
+    assert {g["exit"] for g in pool["groups"]} <= {"abort-waiting", "timeout"}
+
+
+def test_while_the_books_balance_the_allocators_are_left_alone() -> None:
     s = drive(())
+    ledger = s.idle_check.slots
+    cache: Any = s.cache
+    assert ledger is not None and not ledger.armed and ledger.lost == []
+    assert "alloc" not in vars(cache.kv_pool) and "free" not in vars(cache.mamba_pool)
+
+
+def test_a_fixed_cache_has_nothing_lost_and_the_ledger_forgets_freed_slots() -> None:
+    s = drive((), armed=True)
     ledger = s.idle_check.slots
     assert ledger is not None and ledger.lost == []
     cache: Any = s.cache
@@ -63,6 +94,4 @@ def test_a_cache_without_the_protocol_gets_no_ledger() -> None:
         def pool_accounting(self) -> dict[str, Any]:
             return {}
 
-    from scenarios.workloads.slots import SlotLedger
-
-    assert not SlotLedger(Bare()).active
+    assert not slots.SlotLedger(Bare()).active
