@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scenarios.sglang import glue
+from scenarios.sglang import compat, glue
 
 FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified")
 UNMAPPED = {
@@ -90,19 +90,22 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
     release = glue.load()
-    if release.key > (0, 5, 17):
+    lifecycle = compat.release_lifecycle()  # what the release has, not its number
+    if lifecycle == compat.HANDLES:
         from scenarios.sglang import handles
 
         cache = handles.build(family, {**options, "kv_size": kv_size})
-        if release.untested:
-            cache.add_note(release.untested)
-        return cache
-    if release.key <= (0, 5, 17):
+    elif lifecycle == compat.LEGACY:
         from scenarios.sglang import legacy
 
-        return legacy.build(family, {**options, "kv_size": kv_size})
-    raise glue.GlueError(f"SGLang {release.version}: releases between 0.5.11 and the "
-                         f"handle-based lifecycle are not driven by this target yet")
+        cache = legacy.build(family, {**options, "kv_size": kv_size})
+    else:
+        raise glue.GlueError(f"SGLang {release.version} has neither the handle-based "
+                             f"lifecycle (match_kv_cache, lock) nor cache_unfinished_req with "
+                             f"release_kv_cache(is_insert=)")
+    if release.untested:
+        cache.add_note(release.untested)
+    return cache
 
 
 def declines(options: Mapping[str, Any]) -> str | None:

@@ -48,8 +48,11 @@ from typing import Any
 
 # Where a release lives: a folder holding the ``sglang`` package (pip's ``--target``).
 ENV_VAR = "LEAK_HARNESS_SGLANG"
-# The releases the target was built and tested on (make test installs them).
-TESTED = ("0.5.11", "0.5.17", "0.5.23")
+# The releases the target was verified on: doctor clean and the LRU verdicts checked
+# (docs/sglang.md, "Releases verified"); make test installs 0.5.11, 0.5.17 and 0.5.23.
+# Any other release runs too: the adapters probe what it has (compat.py), not its number.
+TESTED = ("0.5.11", "0.5.12", "0.5.14", "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20",
+          "0.5.21", "0.5.22", "0.5.23")
 ROOT = Path(__file__).resolve().parents[2] / ".sglang"  # python -m scenarios.sglang.install
 
 # Third-party modules SGLang imports at module level on the way to ``mem_cache`` that
@@ -113,13 +116,15 @@ class Release:
 
     @property
     def untested(self) -> str | None:
-        """A sentence when this release is newer than those the target was tested on:
-        it runs (a warning, not a refusal); an API it changed fails with SGLang's error."""
-        if self.version == "unknown" or self.key <= version_key(TESTED[-1]):
+        """A sentence when this release is not one the target was verified on: it runs
+        (a warning, not a refusal); an API no probe knows fails with SGLang's error."""
+        if self.version == "unknown" or self.version in TESTED:
             return None
-        return (f"SGLang {self.version} is newer than the releases this target was tested "
-                f"on ({', '.join(TESTED)}): it runs, and a call whose API changed fails "
-                f"with SGLang's own error")
+        where = ("newer than" if self.key > version_key(TESTED[-1])
+                 else "not one of")
+        return (f"SGLang {self.version} is {where} the releases this target was tested "
+                f"on ({', '.join(TESTED)}): it runs on what its capabilities probe to, and "
+                f"a call whose API changed fails with SGLang's own error")
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from refcache.req import Req
-from scenarios.sglang import glue
+from scenarios.sglang import compat, glue
 from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus, hybrid_req_pool
 
 # Attribute -> the module holding it, first match wins (0.5.11, then 0.5.17 layouts).
@@ -60,6 +60,8 @@ LEGACY_MODULES: dict[str, tuple[str, ...]] = {
     "unified_nodes": ("sglang.srt.mem_cache.unified_cache.unified_tree_core",
                       "sglang.srt.mem_cache.unified_radix_cache"),
 }
+# Modules of one family's own class, which later releases dropped (0.5.21: Mamba, SWA).
+FAMILY_MODULES = ("mamba", "swa")
 
 
 class LegacyModules:
@@ -77,8 +79,11 @@ class LegacyModules:
                 return False
 
         for attr, candidates in LEGACY_MODULES.items():
-            name = next((n for n in candidates if present(n)), candidates[-1])
-            setattr(self, attr, glue.import_modules([name])[0])
+            name = next((n for n in candidates if present(n)), None)
+            if name is None and attr in FAMILY_MODULES:  # gone: see compat.own_class
+                setattr(self, attr, None)
+                continue
+            setattr(self, attr, glue.import_modules([name or candidates[-1]])[0])
 
     def __getattr__(self, attr: str) -> Any:  # the modules set above, for mypy
         raise AttributeError(attr)
@@ -94,15 +99,13 @@ def publish_server_args(mods: LegacyModules) -> None:
     global _PUBLISHED
     if _PUBLISHED:
         return
-    args = defaults_only(mods.server_args.ServerArgs)
+    args = compat.default_server_args(mods.server_args.ServerArgs, defaults_only)
     args.model_path, args.device, args.page_size = "leak-harness-no-model", "cpu", 1
     args._mamba_cache_chunk_size = 64  # pre-seeded as SGLang's fixtures do (0.5.17)
-    try:
-        context = glue.import_modules(["sglang.srt.runtime_context"])[0]
-    except glue.GlueError:  # 0.5.11: a module-level global only
-        mods.server_args.set_global_server_args_for_scheduler(args)
-    else:  # 0.5.17: the runtime context's bags, installed directly (no resolution)
-        context.get_context().set_server_args(args)
+    try:  # the runtime context's bags (installed directly, no resolution) or a global
+        compat.server_args_publisher(mods.server_args, compat.runtime_context())(args)
+    except LookupError as exc:
+        raise glue.GlueError(str(exc)) from None
     _PUBLISHED = True
 
 
@@ -124,42 +127,37 @@ def defaults_only(cls: type) -> Any:
 class LegacyCache(HandleCache):
     """A pre-handle SGLang cache behind the harness's protocol (see the module doc)."""
 
-    # 0.5.17's Req keeps its tokens in arrays, its allocation in ``req.kv`` (ReqKvInfo)
-    # and its extend window in ``extend_range``; 0.5.11's in lists and fields of its own.
-    @property
-    def _v17(self) -> bool:
-        return hasattr(self.mods.batch, "ReqKvInfo")
+    # Releases differ in the Req's shape (tokens in lists or arrays, the extend window,
+    # where its KV fields live): each difference is a probe of scenarios/sglang/compat.py.
+    _arrays: bool | None = None
 
     def _sgl(self, req: Req) -> Any:
         sreq = req.aux.get(AUX)
         if sreq is None:
             sampling = self.mods.sampling.SamplingParams(max_new_tokens=NO_LIMIT)
-            tokens = array("q", req.token_ids) if self._v17 else list(req.token_ids)
+            if self._arrays is None:
+                self._arrays = compat.tokens_in_arrays(self.mods.batch.Req, sampling)
+            tokens = array("q", req.token_ids) if self._arrays else list(req.token_ids)
             sreq = self.mods.batch.Req(f"h{req.rid}", "", tokens, sampling)
             req.aux[AUX] = sreq
         return sreq
 
     def _filled(self, sreq: Any) -> int:
-        return len(sreq.full_untruncated_fill_ids if self._v17 else sreq.fill_ids)
+        return len(getattr(sreq, compat.fill_field(sreq)))
 
     def _set_lengths(self, sreq: Any, length: int) -> None:
         """Allocated and committed KV, as alloc_for_extend / decode record them."""
-        sreq.kv_committed_len = length
-        if not self._v17:
-            sreq.kv_allocated_len = length
-        elif sreq.kv is None:
+        if getattr(sreq, "kv", False) is None:  # a ReqKvInfo made at the first allocation
             sreq.kv = self.mods.batch.ReqKvInfo(kv_allocated_len=length, swa_evicted_seqlen=0)
-        else:
-            sreq.kv.kv_allocated_len = length
+        compat.kv_set(sreq, "kv_committed_len", length)
+        compat.kv_set(sreq, "kv_allocated_len", length)
 
     def _lock(self, sreq: Any) -> None:
-        result = self.cache.inc_lock_ref(sreq.last_node)
-        if self._swa:
-            sreq.swa_uuid_for_lock = result.swa_uuid_for_lock
+        compat.keep_lock(sreq, self.cache.inc_lock_ref(sreq.last_node), self._swa)
 
     def _unlock(self, sreq: Any) -> None:
-        if self._swa:
-            params = self.mods.base.DecLockRefParams(swa_uuid_for_lock=sreq.swa_uuid_for_lock)
+        params = compat.unlock_params(sreq, self.mods.base, self._swa)
+        if params is not None:
             self.cache.dec_lock_ref(sreq.last_node, params)
         else:
             self.cache.dec_lock_ref(sreq.last_node)
@@ -170,8 +168,7 @@ class LegacyCache(HandleCache):
         sreq.init_next_round_input(self.cache)
         total = self._filled(sreq)
         prefix = len(sreq.prefix_indices)
-        if self._v17:
-            sreq.set_extend_range(prefix, total)  # as PrefillAdder admits it
+        compat.mark_extend(sreq, prefix, total, refresh=False)  # as PrefillAdder admits it
         self._lock(sreq)
         need = total - prefix
         rows = None
@@ -182,12 +179,12 @@ class LegacyCache(HandleCache):
                 rows = None
         if rows is None:
             self._unlock(sreq)
-            if getattr(sreq, "mamba_pool_idx", None) is not None:
+            if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
                 m.common.release_kv_cache(sreq, self.cache, is_insert=False)
             del req.aux[AUX]
             return False
         slots = m.allocation.alloc_token_slots(self.cache, need)
-        idx = sreq.req_pool_idx
+        idx = compat.kv_get(sreq, "req_pool_idx")
         if prefix:
             self.req_pool.write((idx, slice(0, prefix)), sreq.prefix_indices)
         self.req_pool.write((idx, slice(prefix, total)), slots)
@@ -198,21 +195,21 @@ class LegacyCache(HandleCache):
 
     def _mirror(self, req: Req, sreq: Any, length: int) -> None:
         req.kv_indices = self._row_of(sreq, length)
-        req.prefix_len = int(sreq.cache_protected_len)
+        req.prefix_len = int(compat.kv_get(sreq, "cache_protected_len"))
         req.last_node = sreq.last_node
 
     def _row_of(self, sreq: Any, length: int) -> torch.Tensor:
-        row: torch.Tensor = self.req_pool.req_to_token[sreq.req_pool_idx, :length]
+        idx = compat.kv_get(sreq, "req_pool_idx")
+        row: torch.Tensor = self.req_pool.req_to_token[idx, :length]
         return row.to(torch.int64)
 
     def cache_unfinished_req(self, req: Req) -> None:
         sreq = req.aux[AUX]
-        if self._v17:
-            sreq.set_extend_range(sreq.cache_protected_len, sreq.kv_committed_len)
-        else:
-            sreq.fill_ids = sreq.origin_input_ids + sreq.output_ids
+        committed = compat.kv_get(sreq, "kv_committed_len")
+        compat.mark_extend(sreq, compat.kv_get(sreq, "cache_protected_len"), committed,
+                           refresh=not compat.has_extend_range(sreq))
         self.cache.cache_unfinished_req(sreq, chunked=True)
-        self._mirror(req, sreq, sreq.kv_committed_len)
+        self._mirror(req, sreq, compat.kv_get(sreq, "kv_committed_len"))
 
     def extend_request(self, req: Req, tokens: list[int],
                        slots: torch.Tensor | None = None) -> bool:
@@ -228,8 +225,9 @@ class LegacyCache(HandleCache):
             if not self._room(n):
                 return False
             slots = self.mods.allocation.alloc_token_slots(self.cache, n)
-        start = sreq.kv_committed_len
-        self.req_pool.write((sreq.req_pool_idx, slice(start, start + n)), slots)
+        start = compat.kv_get(sreq, "kv_committed_len")
+        self.req_pool.write((compat.kv_get(sreq, "req_pool_idx"), slice(start, start + n)),
+                            slots)
         sreq.output_ids.extend(tokens)
         self._set_lengths(sreq, start + n)
         req.token_ids.extend(tokens)
@@ -247,7 +245,7 @@ class LegacyCache(HandleCache):
     def release_aborted_request(self, req: Req) -> None:
         sreq = req.aux.pop(AUX, None)
         self._waiting.pop(req.rid, None)
-        if sreq is not None and getattr(sreq, "mamba_pool_idx", None) is not None:
+        if sreq is not None and compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
             self.mods.common.release_kv_cache(sreq, self.cache, is_insert=False)
         req.state_slot = None
 
@@ -257,8 +255,8 @@ class LegacyCache(HandleCache):
         result = self.cache.match_prefix(self.mods.base.MatchPrefixParams(
             key=self.mods.radix.RadixKey(sreq.origin_input_ids, sreq.extra_key)))
         sreq.prefix_indices, sreq.last_node = result.device_indices, result.last_device_node
-        if getattr(sreq, "mamba_pool_idx", None) is not None:
-            req.state_slot = sreq.mamba_pool_idx
+        if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
+            req.state_slot = compat.kv_get(sreq, "mamba_pool_idx", None)
 
     def match_prefix(self, key: Any) -> Any:
         params = self.mods.base.MatchPrefixParams(
@@ -323,9 +321,15 @@ def build(family: str, options: Mapping[str, Any]) -> LegacyCache:
         components = (ct.FULL,)
     elif family == "unified":
         components = (ct.FULL, ct.MAMBA, *((ct.SWA,) if swa else ()))
-    params = mods.init_params.CacheInitParams(
-        disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
-        sliding_window_size=window, tree_components=components)
+    elif mamba and compat.own_class(mods.mamba, "MambaRadixCache") is None:
+        components = (ct.FULL, ct.MAMBA)  # as 0.5.21's scheduler maps a Mamba model
+    elif swa and compat.own_class(mods.swa, "SWARadixCache") is None:
+        components = (ct.FULL, ct.SWA)
+    params = mods.init_params.CacheInitParams(**compat.accepted(
+        mods.init_params.CacheInitParams,
+        dict(disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv,
+             page_size=1, sliding_window_size=window, tree_components=components,
+             tree_core_backend="python")))  # where it can be picked: nodes to count
     if components is not None:
         census.watch(mods.unified_nodes.UnifiedTreeNode)
         cache = mods.unified.UnifiedRadixCache(params)
