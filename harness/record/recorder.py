@@ -27,6 +27,8 @@ from pathlib import Path
 
 from harness.config import RunConfig
 from harness.record import HOOKS, Reading
+from harness.record.mainthread import MainThread
+from harness.record.windows import MainThreadWindows
 from harness.runfiles.names import SAMPLES_FILE, STOP_FILE
 from harness.runfiles.records import GaugesLine
 from harness.runfiles.samples import SampleWriter, header
@@ -48,20 +50,6 @@ FINISH_S = 30.0  # at most this long for another thread's stop() to write the en
 # memray's capture of a busy program takes seconds per second to read (and the
 # window is excluded from every judged rate): a short one names the sites as well.
 NATIVE_S = 0.5
-
-
-class WindowsOffHere(AllocationSampler):
-    """No allocation windows in a recorded program on a Python whose ``tracemalloc.stop()``
-    can crash the program's threads (:func:`stop_races_other_threads`): seen, 2 recorded
-    radix-steady runs of 24 died of SIGSEGV in ``os.getcwd`` as a window stopped.
-    A recorder must never cost the program its run; owner paths still name holders."""
-
-    def unavailable(self) -> str | None:
-        version = ".".join(map(str, sys.version_info[:3]))
-        return (f"allocation windows are off in a recorded program on Python {version}: "
-                "tracemalloc.stop() from the recorder's thread can crash a program thread "
-                "that allocates without the GIL (python/cpython#128679, fixed in 3.12.9 and "
-                "3.13.2)")
 
 
 class LiveGauges(GaugesSampler):
@@ -139,6 +127,15 @@ class Recorder:
         self._thread = threading.Thread(target=self._poll, name="leak-harness-recorder",
                                         daemon=True)
         self._thread.start()
+        self._name_own_threads()
+
+    def _name_own_threads(self) -> None:
+        """Tell the windows which threads are the recorder's: before the program's code
+        runs, every thread but this one is."""
+        ours = {t.ident for t in threading.enumerate() if t.ident is not None}
+        for sampler in self.samplers:
+            if isinstance(sampler, MainThreadWindows):
+                sampler.ours = ours - {threading.get_ident()}
 
     def _samplers(self) -> list[Sampler]:
         """The worker's samplers; gauges follow the program's registrations and the
@@ -149,7 +146,8 @@ class Recorder:
             if isinstance(sampler, GaugesSampler):
                 sampler = LiveGauges(HOOKS.gauges, every)
             elif isinstance(sampler, AllocationSampler) and stop_races_other_threads():
-                sampler = WindowsOffHere(*allocation_windows(self.config))
+                main = MainThread()
+                sampler = MainThreadWindows(*allocation_windows(self.config), main, main.install())
             elif isinstance(sampler, NativeSampler):
                 start, length = native_window(self.config)
                 sampler = NativeSampler(start, min(length, NATIVE_S), read_aside=True)

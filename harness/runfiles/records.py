@@ -143,6 +143,16 @@ class SiteTypes(TypedDict):
     grew: int  # alive now less alive at the census's start (the first window's start)
 
 
+class SiteHolder(TypedDict):
+    """A container a module names (``SEEN``, ``Cache.entries``) whose newest element the
+    site made (:mod:`harness.worker.heapgraph.module_holders`)."""
+
+    name: str
+    module: str  # its file (``examples/leaky_service.py``), else its name
+    type: str
+    entries: int
+
+
 class AllocSite(TypedDict):
     site: str  # ``file:line`` of the owning frame
     stack: list[str]
@@ -152,6 +162,7 @@ class AllocSite(TypedDict):
     # What its call paths that shrank freed between the snapshots (absent: none
     # shrank, or a file written before it was recorded); ``bytes`` less it is the net.
     freed: NotRequired[int]
+    held_by: NotRequired[SiteHolder]  # the named container holding what it made, if any
 
 
 class AllocLine(TypedDict):
@@ -324,7 +335,7 @@ class EventLine(TypedDict):
     t: float
     name: str
     ops: NotRequired[int]
-    reason: NotRequired[str]  # loop_end, end, *_unavailable, gauge_dropped
+    reason: NotRequired[str]  # loop_end, end, *_unavailable, gauge_dropped, attribution_skipped
     build_s: NotRequired[float]  # start (worker)
     rss: NotRequired[int]  # start (worker)
     target: NotRequired[str]  # start (worker): what a --target says it runs (describe())

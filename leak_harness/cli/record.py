@@ -31,6 +31,7 @@ from harness.parent.recording import (
 )
 from harness.runfiles.names import RECORD_INDEX, RECORD_SUMMARY
 from harness.runfiles.signals import JUDGED_SIGNALS
+from harness.runfiles.sources import sources_sentence, where_sources
 from harness.verdicts import exit_code
 from harness.worker.sampler_names import ATTRIBUTION_SAMPLERS, SAMPLER_NAMES
 from leak_harness.cli.base import (
@@ -166,9 +167,18 @@ def show(processes: list[Recorded], verdict: str, stopped: Stopped, show_where: 
         for reason in p.outcome.reasons:
             print(f"  - {reason}")
         print_where(p.outcome.summary.where_it_grows(), show_where, indent="  ")
+        print(f"  {sources_line(p)}")
         print(f"  {report_line(p.outcome.loaded)}")
     print(f"overall: {verdict} ({len(processes)} process{'es' * (len(processes) != 1)}; "
           f"the program's exit code {stopped.exit_code})")
+
+
+def sources_line(process: Recorded) -> str:
+    """Which sources of "Where it grows" ran in the process, and why the others did not."""
+    run = process.outcome.samples
+    if run is None:
+        return f"sources: unknown ({process.outcome.why_no_samples or 'no samples were read'})"
+    return sources_sentence(where_sources(run))
 
 
 def write_index(out: Path, processes: list[Recorded], verdict: str, stopped: Stopped) -> None:
@@ -182,7 +192,8 @@ def write_index(out: Path, processes: list[Recorded], verdict: str, stopped: Sto
         "processes": [{"pid": p.pid, "argv": p.argv, "program": p.is_program,
                        "verdict": p.outcome.verdict, "folder": p.outcome.rundir.name,
                        "reasons": p.outcome.reasons,
-                       "where": p.outcome.summary.where_it_grows()} for p in processes],
+                       "where": p.outcome.summary.where_it_grows(),
+                       "sources": sources_line(p)} for p in processes],
         "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     (out / RECORD_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -41,6 +41,8 @@ def process_section(out: Path, process: Mapping[str, Any]) -> str:
     if process["where"]:
         content.append(paragraph("Where it grows:"))
         content.append(bullet_list(process["where"]))
+    if process.get("sources"):  # which sources ran, and why each other one did not
+        content.append(paragraph(str(process["sources"]), "muted"))
     if (out / folder / RSS_PLOT).exists():
         content.append(image(f"{folder}/{RSS_PLOT}", f"memory of process {process['pid']}"))
     return section(f"process {process['pid']}", *content)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.runfiles.names import SAMPLES_FILE, SUMMARY_FILE
+from harness.runfiles.sources import sources_sentence, where_sources
 from harness.units import format_bytes
 from harness.verdicts import PROCESS_VERDICTS, detection_words
 from reports.render.html import (
@@ -140,10 +141,11 @@ def _where(model: RunModel) -> str:
     where = model.summary.where_it_grows()
     if not where:
         return ""
-    note = paragraph(
-        "Sources: allocation windows (tracemalloc, whose samples no judged rate uses), "
-        "the C heap against Python allocations, owner paths, explained cycles.", "muted")
-    return section("Where it grows", bullet_list(where, "where"), note)
+    # The sources that ran, and why each other one did not: a list that named the
+    # allocation windows on a Python where they were off sent people after sites.
+    notes = [paragraph(sources_sentence(where_sources(model.run)), "muted")] \
+        if model.run is not None else []
+    return section("Where it grows", bullet_list(where, "where"), *notes)
 
 
 def _metrics(model: RunModel) -> str:

@@ -95,6 +95,41 @@ def test_command_exits_as_documented(group: list[Command], clean_copy: Path) -> 
         f"exit {outcome.code} (None: killed after {TIMEOUT_S:.0f} s), "
         f"the docs promise {group[0].expect}\n{tail(outcome.output)}"
     )
+    for shown_in, check in OUTPUT_CHECKS.items():
+        problem = check(outcome.output) if shown_in in command else None
+        assert problem is None, f"{where}: {group[0].text}\n{problem}\n{tail(outcome.output)}"
+
+
+def first_where_names_seen(output: str) -> str | None:
+    """What is wrong with the record example's output: its leaking worker (the spawned
+    child) must lead "Where it grows" with the dict that keeps the request bodies and
+    the line that allocates them, as the README and docs/record.md say; None if right."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith("process ") and "spawn_main" in line), None)
+    if start is None:
+        return "no section for the spawned worker"
+    where = next((i for i in range(start, len(lines)) if lines[i].strip() == "where it grows:"),
+                 None)
+    first = lines[where + 1] if where is not None and where + 1 < len(lines) else ""
+    if "SEEN" in first and "examples/leaky_service.py:" in first:
+        return None
+    return f"the worker's first 'Where it grows' line names no SEEN and its line: {first!r}"
+
+
+# What a command's output must show besides its exit code, by a part of the command.
+OUTPUT_CHECKS = {"examples/leaky_service.py --leak": first_where_names_seen}
+
+
+def test_the_record_examples_check_reads_the_workers_first_line() -> None:
+    section = ["process 7 (a child: python -c from multiprocessing.spawn import spawn_main): "
+               "leak", "  - rss growth ...", "  where it grows:"]
+    right = "    - ... at examples/leaky_service.py:45: ...; held by SEEN, a dict of 90 entries"
+    assert first_where_names_seen("\n".join(["process 6 (the program): pass", "  where it "
+                                             "grows:", "    - nothing", *section, right])) is None
+    wrong = "    - reference cycles: _MainProcess.<ref> -> tuple[] -> (back) (2 seen)"
+    assert "names no SEEN" in str(first_where_names_seen("\n".join([*section, wrong, right])))
+    assert first_where_names_seen("overall: leak") == "no section for the spawned worker"
 
 
 def test_the_docs_show_commands_and_no_unmarked_ones() -> None:

@@ -15,7 +15,6 @@ import pytest
 
 from harness.registry import load_scenario
 from harness.verdicts import PASSING
-from harness.worker.samplers.allocations import stop_races_other_threads
 from tests.harness.conftest import ROOT
 
 PROGRAMS = "tests/record/programs.py"
@@ -49,12 +48,11 @@ def test_leaky_service_child_is_named_with_its_site_and_passes_without_the_leak(
     if leak:
         assert done.returncode == 1, done.stdout + done.stderr
         assert worker[0]["verdict"] == "leak"
-        if stop_races_other_threads():  # no allocation windows beside a program here
-            events = (tmp_path / "rec" / f"proc-{worker[0]['pid']}" / "samples.jsonl").read_text()
-            assert "allocation windows are off in a recorded program" in events
-        else:
-            assert any("examples/leaky_service.py" in w  # type: ignore[attr-defined]
-                       for w in worker[0]["where"]), worker[0]["where"]
+        # On every Python (windows on the main thread where tracemalloc.stop() races):
+        # the dict that keeps the bodies and the line that allocates them, first.
+        first = str(worker[0]["where"][0])  # type: ignore[index]
+        assert "SEEN, a dict of" in first and "examples/leaky_service.py:" in first, first
+        assert str(worker[0]["sources"]).startswith("Sources: tracemalloc's allocation windows")
         assert f"process {worker[0]['pid']} (a child" in done.stdout
         assert "overall: leak" in done.stdout
     else:

@@ -50,6 +50,7 @@ from harness.analysis.where.process import (
     resource_findings,
     stale_findings,
 )
+from harness.analysis.where.site_holders import with_holder
 from harness.analysis.where.sites import growing_sites, site_finding
 from harness.budgets import Budget
 from harness.runfiles.rundata import RunData
@@ -90,7 +91,7 @@ def where_it_grows(
             # What a site makes that the explained cycle holds is the cycle's: named once,
             # by the cycle and its attributes (a line naming the tree code that made the
             # nodes an evicted record keeps would send the reader to the tree).
-            found += [site_finding(s) for s in sites
+            found += [with_holder(site_finding(s), s.site, run.alloc_windows) for s in sites
                       if s.kept is None or s.kept.type not in members]
         # Native memory only on a confirmed heap leak: a suspicious heap (a sawtooth whose
         # last tooth the run ended in) is too weak to send anyone to native stacks.
@@ -107,8 +108,15 @@ def where_it_grows(
     if bytes_failing:
         found += owner_findings(run.owners)
     # Detached nodes alive are what a cycle keeps (seed incident 1): its path says who.
-    if "cyclic_garbage" in failing or bytes_failing or any(DETACHED in m for m in failing):
+    # So is a cycle that holds what a growing site makes (that site is the cycle's).
+    cycles_grow = ("cyclic_garbage" in failing or any(DETACHED in m for m in failing)
+                   or (bytes_failing and any(s.kept is not None and s.kept.type in
+                                             cycle_members(run.garbage_windows) for s in sites)))
+    incidental: list[Finding] = []
+    if cycles_grow:
         found += cycle_findings(run.garbage_windows)
+    elif bytes_failing:  # a cycle the garbage windows saw, which no growing budget blames
+        incidental = cycle_findings(run.garbage_windows)
     found += resource_findings(run, failing, rates)
     if "locked_while_idle" in failing:
         found += lock_findings(run.notes)
@@ -118,7 +126,7 @@ def where_it_grows(
     for budget, judgement in zip(budgets, judgements, strict=True):
         if judgement.status in FAILING and budget.kind == "level":
             found.append(gauge_finding(budget.metric, judgement.reason, owners))
-    return ranked(found)
+    return after_sites(ranked(found), incidental)
 
 
 def gauge_finding(metric: str, reason: str, owners: Sequence[Finding]) -> Finding:
@@ -157,6 +165,18 @@ def ranked(found: Sequence[Finding]) -> list[Finding]:
     """The findings, most certain kind first (stable within a kind)."""
     order = {kind: i for i, kind in enumerate(CERTAINTY)}
     return sorted(found, key=lambda f: order.get(f.kind, len(order)))
+
+
+def after_sites(ordered: list[Finding], incidental: Sequence[Finding]) -> list[Finding]:
+    """``incidental`` cycles behind the Python sites: bytes grow, cyclic garbage is not
+    judged growing, and a site that kept more in every allocation window says more (a
+    service's 2 multiprocessing cycles came before the dict that kept every request)."""
+    if not incidental:
+        return ordered
+    at = max((i + 1 for i, f in enumerate(ordered) if f.kind == "python"), default=None)
+    if at is None:
+        return ranked([*ordered, *incidental])
+    return [*ordered[:at], *incidental, *ordered[at:]]
 
 
 def python_grows(budgets: Sequence[Budget], judgements: Sequence[Judgement]) -> bool | None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from harness.runfiles.records import AllocLine, AllocSite, SiteTypes
 from harness.worker.frames import HARNESS_DIR, is_library, short
+from harness.worker.heapgraph.module_holders import Named, holders_by_site, named_containers
 from harness.worker.samplers.base import BaseSampler
 
 TOP_SITES = 10
@@ -76,11 +77,21 @@ class AllocationSampler(BaseSampler):
         self._index = 0
         self._census: Counter[type] | None = None  # types at the first window's start
         self._census_t = 0.0
+        self._containers: list[Named] = []  # what may hold a site's allocations, by name
 
     def unavailable(self) -> str | None:
         if tracemalloc.is_tracing():
             return "tracemalloc is already tracing in this process (PYTHONTRACEMALLOC?)"
         return None
+
+    def due(self, now: float) -> bool:
+        """Whether :meth:`poll` at ``now`` would start, snapshot or end a window."""
+        window = self._open
+        if window is None:
+            return bool(self._pending) and now >= self._pending[0].start_s
+        if window.baseline is None:
+            return now >= window.start_s + window.length_s / 2
+        return now >= window.start_s + window.length_s
 
     def poll(self, now: float, ops: int) -> None:
         self.ops = ops
@@ -97,6 +108,7 @@ class AllocationSampler(BaseSampler):
         if self._open is not None and tracemalloc.is_tracing():
             held = tracemalloc.get_tracemalloc_memory()
             tracemalloc.stop()  # cut short by the end of the run: nothing to compare
+            self._containers = []
             self.sink.event("attribution", self.now(), phase="end", window=self._index,
                             complete=False, traced_bytes=held)
 
@@ -107,12 +119,15 @@ class AllocationSampler(BaseSampler):
             self._census, self._census_t = Counter(map(type, gc.get_objects())), now
         self.sink.event("attribution", now, phase="start", window=self._index)
         window.started_t = now
+        self._containers = named_containers()  # untraced: 10x faster
         tracemalloc.start(FRAMES)
 
     def _finish(self, window: Window, now: float) -> None:
         end = snapshot()
         everything = gc.get_objects()
         made = traced_objects(everything)
+        holders = holders_by_site(self._containers, site_of)  # traced: it reads tracebacks
+        self._containers = []
         # What tracemalloc held bounds what it can leave behind (harness.analysis.windows).
         held = tracemalloc.get_tracemalloc_memory()
         tracemalloc.stop()
@@ -122,6 +137,9 @@ class AllocationSampler(BaseSampler):
         del everything
         add_site_types(sites, made, self._census or census, census)
         del made
+        for entry in sites:
+            if entry["site"] in holders:
+                entry["held_by"] = holders[entry["site"]]
         self.sink.event("attribution", self.now(), phase="end", window=self._index, complete=True,
                         traced_bytes=held)
         line: AllocLine = {
@@ -202,6 +220,13 @@ def add_site_types(
                 SiteTypes(type=kind.__name__, made=n, grew=now[kind] - before[kind])
                 for kind, n in kinds.most_common(TOP_TYPES)
             ]
+
+
+def site_of(traceback: tracemalloc.Traceback) -> str:
+    """The site an allocation is counted at, as :func:`top_sites` names it."""
+    innermost_first = list(reversed(traceback))
+    owner = innermost_first[owner_frame(innermost_first)]
+    return f"{short(owner.filename)}:{owner.lineno}"
 
 
 def owner_frame(innermost_first: Sequence[tracemalloc.Frame]) -> int:
