@@ -45,7 +45,7 @@ from refcache.pools import PoolAccount
 # What match_prefix returns to the scheduler: SGLang's MatchResult fields.
 from refcache.radix_tree import MatchResult
 from refcache.req import Req
-from scenarios.sglang import glue
+from scenarios.sglang import compat, glue
 
 MODULES = (
     "sglang.srt.mem_cache.radix_cache",
@@ -106,10 +106,12 @@ def publish_server_args(mods: Modules) -> None:
     # Mamba's chunk size comes from the model's HF config unless pre-seeded, as SGLang's
     # own test fixtures do for a model-less run (arg_groups/overrides.py); 64 is FLA's.
     args._mamba_cache_chunk_size = 64
-    context = glue.import_modules(["sglang.srt.runtime_context"])[0]
     # A direct install, without the launch-time resolution (which reads the model's
     # config from a hub): the cache code reads only defaults from these namespaces.
-    context.get_context().set_server_args(args)
+    try:
+        compat.server_args_publisher(mods.server_args, compat.runtime_context())(args)
+    except LookupError as exc:
+        raise glue.GlueError(str(exc)) from None
     _PUBLISHED = True
 
 
@@ -609,10 +611,15 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
         kv = _swa_allocator(mods, kv_size, int(options["swa_size"]), req_pool)
     else:
         kv = mods.allocator.TokenToKVPoolAllocator(kv_size, torch.float16, "cpu", None, False)
-    params = mods.init_params.CacheInitParams(
-        disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv, page_size=1,
-        tree_components=tuple(components), tree_core_backend=core,
-        sliding_window_size=window)
+    if core == "rust" and not compat.takes(mods.init_params.CacheInitParams,
+                                           "tree_core_backend"):
+        raise glue.GlueError("this release's CacheInitParams has no tree_core_backend: "
+                             "its unified cache has one tree core, not a Rust one to pick")
+    params = mods.init_params.CacheInitParams(**compat.accepted(
+        mods.init_params.CacheInitParams,
+        dict(disable=False, req_to_token_pool=req_pool, token_to_kv_pool_allocator=kv,
+             page_size=1, tree_components=tuple(components), tree_core_backend=core,
+             sliding_window_size=window)))
     if core == "python":
         census.watch(mods.tree_core.UnifiedTreeNode)  # type: ignore[union-attr]
         cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
