@@ -1,9 +1,12 @@
-"""SGLang's caches with the ``cache_finished_req`` lifecycle (0.5.11; classes of their own).
+"""SGLang's caches before the handle-based lifecycle (0.5.11 to 0.5.21).
 
-Before the handle-based API, each family had its own class (``RadixCache``,
-``MambaRadixCache``, ``SWARadixCache``, ``UnifiedRadixCache`` with components) and the
-scheduler drove requests through the cache's own ``cache_unfinished_req`` and
-``sglang.srt.mem_cache.common.release_kv_cache`` (which calls ``cache_finished_req``).
+Before the handle-based API, the scheduler drove requests through the cache's own
+``cache_unfinished_req`` and ``sglang.srt.mem_cache.common.release_kv_cache(req,
+tree_cache, is_insert)`` (which ends in the cache's ``cache_finished_req``, or from
+0.5.21 in ``insert_req`` and ``unpin``). Each family had its own class (``RadixCache``,
+``MambaRadixCache``, ``SWARadixCache``, ``UnifiedRadixCache`` with components) until
+0.5.21, which runs Mamba and SWA on ``UnifiedRadixCache``. What differs between these
+releases (the Req's fields, the lock receipt, ServerArgs) is asked of ``compat.py``.
 The calls this adapter makes, all SGLang's own, in its scheduler's order:
 
 - ``alloc_request``: ``Req.init_next_round_input(tree_cache)`` (the admission match;
