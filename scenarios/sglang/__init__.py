@@ -8,9 +8,11 @@ Usage (a release beside the harness, the virtualenv's torch untouched)::
     .venv/bin/leak-harness run mamba-lru --target scenarios.sglang:make --duration 20s
 
 In an SGLang environment (``sglang`` importable) the installed release is used as is.
-Releases: 0.5.23 (handle-based lifecycle, ``handles.py``), 0.5.11 and 0.5.17
-(``cache_finished_req`` lifecycle, ``legacy.py``); ``LEAK_HARNESS_SGLANG_TREE_CORE=rust``
-runs 0.5.23's unified cache on its Rust tree core.
+Releases: any from 0.5.11 on (verified: ``glue.TESTED``). The adapter is picked by what
+the release has, not its number (``compat.py``): the handle-based lifecycle
+(``handles.py``, 0.5.22 on) or ``cache_unfinished_req`` with
+``release_kv_cache(is_insert=)`` (``legacy.py``, 0.5.11 to 0.5.21);
+``LEAK_HARNESS_SGLANG_TREE_CORE=rust`` runs the unified cache on its Rust tree core.
 
 The factory builds the installed SGLang release's cache class for the scenario's
 family, on SGLang's own pools and allocators over CPU tensors, and drives it
