@@ -4,7 +4,10 @@ One per recorded process, started by :mod:`harness.record.bootstrap` before
 the program's own code runs. A background thread polls the samplers every
 ``POLL_S`` (the program has no loop of ours to poll from) and streams the
 same lines a worker writes to ``samples.jsonl`` in the process's folder, so
-the same analysis, verdicts and reports apply. ``stop`` ends the recording:
+the same analysis, verdicts and reports apply; on a Python whose
+``tracemalloc.stop()`` can crash another thread (CPython < 3.12.9), the
+allocation windows' tracemalloc calls run on the program's main thread
+(:mod:`harness.record.windows`). ``stop`` ends the recording:
 ``loop_end``, then the final windows (garbage, owner search, trim probe) and
 ``end``, as a worker does. ``leak-harness record`` asks for that before it
 stops the program (a stop notice in the recording's folder), so the program's

@@ -92,7 +92,7 @@ class MainThreadWindows(AllocationSampler):
 
     def stop(self) -> None:
         if self._open is not None:
-            self._main.run(AllocationSampler.stop.__get__(self))
+            self._main.run(functools.partial(AllocationSampler.stop, self))
         self._pass_on()
 
     def _step(self, ops: int) -> None:
