@@ -35,7 +35,10 @@ SOURCES = (
 
 def where_sources(run: RunData) -> list[Source]:
     """Each source of "Where it grows", whether it ran in ``run``, and why not."""
-    configured = run.header.get("config", {}).get("samplers") or ()
+    # A header without its samplers (a hand-made or truncated file) asked for them all.
+    configured = run.header.get("config", {}).get("samplers")
+    if configured is None:
+        configured = [sampler for sampler, _ in SOURCES]
     said: dict[str, str] = {}
     for event in run.events:
         if event.get("name") == "sampler_unavailable":
