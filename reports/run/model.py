@@ -9,7 +9,7 @@ missing), so the page cannot disagree with it; the samples add the curves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,8 +129,14 @@ def build_run_model(
                                  if w.get("cycles_error")})
     model.garbage_types = garbage_rows(summary)
     model.garbage_note = garbage_note(run, summary)
-    model.environment = environment_rows(run.header)
+    model.environment = environment_rows(run.header, not_started(run))
     return model
+
+
+def not_started(run: RunData) -> set[str]:
+    """The samplers the run asked for that said they could not run here, or failed."""
+    return {str(e.get("sampler")) for e in run.events
+            if e.get("name") in ("sampler_unavailable", "sampler_failed")}
 
 
 def garbage_note(run: RunData, summary: Summary) -> str:
@@ -203,14 +209,18 @@ def garbage_rows(summary: Summary) -> list[GarbageRow]:
             for row in summary.garbage_by_type()]
 
 
-def environment_rows(header: Mapping[str, Any]) -> list[tuple[str, str]]:
+def environment_rows(header: Mapping[str, Any], off: Collection[str] = ()
+                     ) -> list[tuple[str, str]]:
+    """The environment and config rows; a sampler in ``off`` is marked as not run (the
+    "Where it grows" note says why)."""
     env, config = header.get("env", {}), header.get("config", {})
     rows = [(key, str(env[key])) for key in ENV_KEYS if env.get(key) is not None]
     gc_info = env.get("gc") or {}
     if gc_info:
         rows.append(("gc", f"mode {gc_info.get('mode')}, thresholds {gc_info.get('thresholds')}"))
     if config.get("samplers"):
-        rows.append(("samplers", ", ".join(map(str, config["samplers"]))))
+        rows.append(("samplers", ", ".join(f"{name} (did not run)" if name in off else
+                                           str(name) for name in config["samplers"])))
     if config.get("budgets"):
         rows.append(("budgets", "; ".join(map(str, config["budgets"]))))
     return rows

@@ -37,6 +37,7 @@ def test_the_run_page_names_only_the_sources_that_ran_and_why_the_others_did_not
     sources, _, not_run = expected.partition(" Did not run: ")
     assert "allocation windows" not in sources
     assert f"tracemalloc's allocation windows: {OFF}" in not_run
+    assert "allocations (did not run), owners" in text  # the config's samplers row
 
 
 def test_the_record_index_shows_each_processs_sources(tmp_path: Path) -> None:
