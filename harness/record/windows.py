@@ -81,11 +81,13 @@ class MainThreadWindows(AllocationSampler):
         self.ops = ops
         if not self.due(now):
             return
-        beginning = self._open is None
-        why = self._why_skipped() if beginning else None
+        due = self._pending[0] if self._open is None else None
+        why = self._why_skipped() if due is not None else None
         if why is None and not self._main.run(functools.partial(self._step, ops)):
             why = self._why_not_taken()
-        if why is not None and beginning:  # a window not begun is skipped; an open one retried
+        # A window not begun is skipped (unless a late step began it after all); an open
+        # one is asked for again at the next poll.
+        if why is not None and due is not None and self._pending and self._pending[0] is due:
             self._pending.pop(0)
             self.sink.event(WINDOW_SKIPPED_EVENT, now, reason=why)
         self._pass_on()

@@ -140,3 +140,28 @@ def test_a_window_is_skipped_with_its_reason_while_another_thread_runs(
     assert [e["reason"].split(": on Python")[0] for e in skipped] == [
         "the program ran 1 other thread(s) (pool-0)"]
     assert out.lines == [] and not tracemalloc.is_tracing()
+
+
+def test_a_window_the_main_thread_cannot_take_is_skipped_and_the_next_one_runs(
+    main: MainThread,
+) -> None:
+    out, clock = Lines(), [0.0]
+    windows = MainThreadWindows([1.0, 3.0], 1.0, main)
+    windows.ours = threads_now()
+    windows.start(out, lambda: clock[0])
+
+    def drive(until: float) -> None:
+        while clock[0] < until:
+            clock[0] += 0.5
+            windows.poll(clock[0], ops=10)
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, [SIGNAL])  # busy in C code, as it were
+    try:
+        from_another_thread(lambda: drive(1.0))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [SIGNAL])
+    from_another_thread(lambda: drive(5.0))
+    skipped = [e["reason"] for e in out.events if e["name"] == WINDOW_SKIPPED_EVENT]
+    assert skipped == ["the program's main thread did not take it within 1 s (a long call "
+                       "in C code)"]
+    assert [line["window"] for line in out.lines] == [1]  # the second window, numbered 1
