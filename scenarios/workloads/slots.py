@@ -18,11 +18,11 @@ request: its memory does not grow while the cache fills (a fixed run's
 ``py_blocks`` would see it).
 
 What it costs decides when it records. Wrapped, the allocators cost the scheduler
-+12% to +20% CPU per step on the reference caches (``make slot-ledger-cost``: the
++9% to +19% CPU per step on the reference caches (``make slot-ledger-cost``: the
 wrappers run some ten times a step, each a few microseconds in a cold cache, and
 the bare extra frame alone is 2-3%), far past the samplers' 3%. So it starts
 disarmed: nothing is wrapped or made, and a run whose books balance pays nothing
-(-1.1% to +2.5% measured, as noisy as the same scheduler twice). The first idle moment
+(-1.9% to +1.3% measured, as noisy as the same scheduler twice). The first idle moment
 whose books are short arms it; from then on every allocation is recorded. The
 slots lost before that are in the books' count but not found (the "Where it
 grows" line gives both counts): a leak that keeps losing slots is named by the
@@ -108,34 +108,56 @@ class PoolLedger:
     def _recording_alloc(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """``alloc`` stamping the ids it returns with its caller's site and the request
         being served. It runs on every allocation of the step, so what it uses are
-        closure locals and a known caller costs a dict look-up, not a stack walk."""
+        closure locals, a known caller costs a dict look-up, not a stack walk, and the
+        common case (a 1-D tensor of a few ids) is written here: a method call costs
+        about what the writes do."""
         owner, write, getframe = self._owner, self.write, sys._getframe
-        callers = owner.callers
+        callers, serving, place, pool = owner.callers, owner.serving, owner.place, self
 
         def alloc(*args: Any, **kwargs: Any) -> Any:
             ids = original(*args, **kwargs)
-            if ids is not None:
-                caller = getframe(1)
-                up = caller.f_back
-                # By id: hashing a code object hashes its constants (~0.15 us each); the
-                # ledger keeps the code objects, so their ids are never reused.
-                key = ((id(caller.f_code), caller.f_lineno, id(up.f_code), up.f_lineno)
-                       if up is not None else (id(caller.f_code), caller.f_lineno, 0, 0))
-                site = callers.get(key)
-                if site is None:
-                    site = owner.new_caller(key, caller)
-                write(ids, owner.stamp(site))
+            if ids is None:
+                return ids
+            caller = getframe(1)
+            up = caller.f_back
+            # By id: hashing a code object hashes its constants (~0.15 us each); the
+            # ledger keeps the code objects, so their ids are never reused.
+            key = ((id(caller.f_code), caller.f_lineno, id(up.f_code), up.f_lineno)
+                   if up is not None else (id(caller.f_code), caller.f_lineno, 0, 0))
+            site = callers.get(key)
+            if site is None:
+                site = owner.new_caller(key, caller)
+            rid = serving.rid
+            owner.seq = seq = owner.seq + 1
+            entry = (seq << SEQ_SHIFT) | (site << RID_BITS) | (
+                NO_REQUEST if rid is None else place(rid))
+            if type(ids) is torch.Tensor and ids.dim() == 1 and ids.numel() <= SHORT_CALL:
+                packed = pool._array
+                try:
+                    for i in ids.tolist():
+                        packed[i] = entry
+                except IndexError:  # past the allocator's size: write() grows the array
+                    write(ids, entry)
+            else:
+                write(ids, entry)
             return ids
         return alloc
 
     def _recording_free(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """``free`` forgetting the ids before the pool takes them back (and may hand
-        them out again)."""
-        write = self.write
+        them out again); the common case written here, as in ``alloc``."""
+        write, pool = self.write, self
 
         def free(*args: Any, **kwargs: Any) -> Any:
             ids = args[0] if args else next(iter(kwargs.values()), None)
-            if ids is not None:
+            if type(ids) is torch.Tensor and ids.dim() == 1 and ids.numel() <= SHORT_CALL:
+                packed = pool._array
+                try:
+                    for i in ids.tolist():
+                        packed[i] = -1
+                except IndexError:
+                    write(ids, -1)
+            elif ids is not None:
                 write(ids, -1)
             return original(*args, **kwargs)
         return free
@@ -217,13 +239,6 @@ class SlotLedger:
                  for name, allocator in self._allocators.items()}
         self.pools = {name: pool for name, pool in pools.items() if pool.active}
 
-    def stamp(self, site: int) -> int:
-        """An allocation's packed entry: its sequence number, site and request."""
-        self.seq = seq = self.seq + 1
-        rid = self.serving.rid
-        return (seq << SEQ_SHIFT) | (site << RID_BITS) | (
-            NO_REQUEST if rid is None else self._slot(rid))
-
     def new_caller(self, key: tuple[int, int, int, int], frame: FrameType) -> int:
         """The site of an allocating caller line (and its caller's) not seen before: its
         stack into the code under test, walked now and interned."""
@@ -244,7 +259,7 @@ class SlotLedger:
                                           for f, line, name in stack))
         return site
 
-    def _slot(self, rid: Any) -> int:
+    def place(self, rid: Any) -> int:
         """The ring slot of request ``rid``, taken over (events cleared) if another held it."""
         slot = hash(rid) & (RING - 1)
         if slot == NO_REQUEST:
@@ -261,7 +276,7 @@ class SlotLedger:
         if not self.armed:
             return
         self.seq += 1
-        slot = self._slot(rid)
+        slot = self.place(rid)
         path = self._path_ids.get(what)
         if path is None:
             path = self._path_ids[what] = len(self._paths)
