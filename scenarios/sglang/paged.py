@@ -17,7 +17,7 @@ NO_CPU_PATH = (
     "paged KV (page_size > 1): this release's PagedTokenToKVPoolAllocator.alloc_extend and "
     "alloc_decode launch the Triton kernels alloc_extend_kernel and alloc_decode_kernel "
     "with no CPU branch (its torch alloc_extend_naive is called only by the NPU "
-    "allocator), and no Triton runs here; 0.5.23's allocator has the torch branch")
+    "allocator), and no Triton runs here; 0.5.22's and later allocators have the torch branch")
 LEGACY_ONLY = ("paged KV (page_size > 1) is driven through the handle-based lifecycle "
                "(handles.py) only, and this release drives requests through "
                "cache_unfinished_req and release_kv_cache(is_insert=)")
