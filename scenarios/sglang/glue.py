@@ -51,8 +51,8 @@ ENV_VAR = "LEAK_HARNESS_SGLANG"
 # The releases the target was verified on: doctor clean and the LRU verdicts checked
 # (docs/sglang.md, "Releases verified"); make test installs 0.5.11, 0.5.17 and 0.5.23.
 # Any other release runs too: the adapters probe what it has (compat.py), not its number.
-TESTED = ("0.5.11", "0.5.12", "0.5.14", "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20",
-          "0.5.21", "0.5.22", "0.5.23")
+TESTED = ("0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18",
+          "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 ROOT = Path(__file__).resolve().parents[2] / ".sglang"  # python -m scenarios.sglang.install
 
 # Third-party modules SGLang imports at module level on the way to ``mem_cache`` that
