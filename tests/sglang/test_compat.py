@@ -180,7 +180,9 @@ def test_accepted_drops_keywords_the_signature_does_not_name() -> None:
 # ------------------------------------------------------------------ the request
 class _ListReq:  # 0.5.11, 0.5.12
     def __init__(self, rid: str, text: str, ids: list[int], sampling: Any) -> None:
-        self.origin_input_ids, self.output_ids, self.fill_ids = ids, [], []
+        self.origin_input_ids = ids
+        self.output_ids: list[int] = []
+        self.fill_ids: list[int] = []
 
 
 class _ArrayReq:  # 0.5.14: arrays, fill_len over the full ids
