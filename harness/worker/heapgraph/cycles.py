@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 
@@ -28,6 +29,12 @@ from harness.worker.heapgraph.tensor_views import storage_bytes
 
 MAX_NODES = 2000  # objects one search may visit: a window must stay short
 MAX_RETAINED = 50_000  # objects counted into retained_bytes per cycle
+# Seconds one call may take: garbage whose objects each hold long lists (a request's
+# token ids on every node of 0.5.11's leaked SGLang trees) made one final window walk
+# for over 30 s, and the run ended "hung" on the harness's own explainer.
+BUDGET_S = 3.0
+BUILTIN_CONTAINERS = frozenset({"list", "dict", "tuple", "set", "frozenset", "deque",
+                                "cell", "function", "method"})
 TRIES_PER_TYPE = 20  # objects of a type tried before deciding it sits on no cycle
 MAX_TYPES = 10  # garbage types tried per call
 
@@ -35,31 +42,42 @@ MAX_TYPES = 10  # garbage types tried per call
 def explain_garbage(
     garbage: Sequence[object], limit: int = 3, max_nodes: int = MAX_NODES
 ) -> list[Cycle]:
-    """Up to ``limit`` cycles, one per garbage type, most common types first."""
+    """Up to ``limit`` cycles, one per garbage type, most common types first, within
+    :data:`BUDGET_S` (the types and sizes not reached by then are left out)."""
+    deadline = time.monotonic() + BUDGET_S
     members = {id(obj): obj for obj in garbage}
     counts = Counter(type(obj).__name__ for obj in garbage)
     found: list[Cycle] = []
-    for name, _ in counts.most_common(MAX_TYPES):
-        if len(found) >= limit:
+    for name in _types_to_try(counts):
+        if len(found) >= limit or time.monotonic() > deadline:
             break
         candidates = [obj for obj in garbage if type(obj).__name__ == name][:TRIES_PER_TYPE]
         for obj in candidates:
-            explained = explain_object(obj, members, max_nodes)
+            explained = explain_object(obj, members, max_nodes, deadline)
             if explained is not None:
                 found.append(explained)
                 break
     return found
 
 
+def _types_to_try(counts: Counter[str]) -> list[str]:
+    """The most common garbage types, the program's own classes before the builtin
+    containers that hang off them: a cycle is told by its nodes (``TreeNode.prev``), and
+    searching from thousands of token lists first spent the whole budget."""
+    common = [name for name, _ in counts.most_common(MAX_TYPES)]
+    return sorted(common, key=lambda name: name in BUILTIN_CONTAINERS)
+
+
 def explain_object(
-    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES
+    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES,
+    deadline: float | None = None,
 ) -> Cycle | None:
     """The shortest cycle from ``start`` back to itself within ``members`` (by id)."""
-    cycle = shortest_cycle(start, members, max_nodes)
+    cycle = shortest_cycle(start, members, max_nodes, deadline)
     if cycle is None:
         return None
     names, nodes = cycle
-    size, objects = retained(nodes, members)
+    size, objects = retained(nodes, members, deadline)
     return {
         "type": type(start).__name__,
         "path": names,
@@ -70,7 +88,8 @@ def explain_object(
 
 
 def shortest_cycle(
-    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES
+    start: object, members: Mapping[int, object], max_nodes: int = MAX_NODES,
+    deadline: float | None = None,
 ) -> tuple[list[str], list[object]] | None:
     """Edge names and objects along the shortest cycle through ``start``, or None.
 
@@ -82,6 +101,8 @@ def shortest_cycle(
     queue: deque[object] = deque([start])
     seen = {id(start)}
     while queue and len(seen) <= max_nodes:
+        if deadline is not None and time.monotonic() > deadline:
+            return None
         node = queue.popleft()
         for name, target in named_referents(node):
             if target is start:
@@ -106,19 +127,22 @@ def _unwind(
     return names[::-1], nodes[::-1]
 
 
-def retained(nodes: Sequence[object], members: Mapping[int, object]) -> tuple[int, int]:
+def retained(nodes: Sequence[object], members: Mapping[int, object],
+             deadline: float | None = None) -> tuple[int, int]:
     """Bytes and object count of the garbage reachable from ``nodes``: an estimate.
 
     ``sys.getsizeof`` of each object plus, for tensors, the storage's bytes once
     per storage (:func:`storage_bytes`); untracked
     buffers hanging off the garbage count too. Stops after ``MAX_RETAINED``
-    objects, so it is a lower bound on huge heaps.
+    objects or at ``deadline``, so it is a lower bound on huge heaps.
     """
     seen = {id(node) for node in nodes}
     queue: deque[object] = deque(nodes)
     storages: set[int] = set()
     total = 0
     while queue:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         obj = queue.popleft()
         total += _sizeof(obj) + storage_bytes(obj, storages)
         for target in gc.get_referents(obj):
