@@ -301,6 +301,16 @@ class LostSlots(TypedDict):
     groups: list[LostGroup]  # largest first
 
 
+class TwiceHeld(TypedDict):
+    """A pool whose idle books count more than it has: slot ids the tree holds twice."""
+
+    pool: str
+    over: int  # slots the books count beyond the pool's size
+    twice: int  # distinct slot ids the tree holds under two nodes or more
+    extra: int  # holdings beyond one per id (what evictable + protected count again)
+    example: int  # one such slot id
+
+
 class NotesLine(TypedDict):
     """Once, at loop end: the workload's own facts (``notes()``, see harness.api)."""
 
@@ -309,7 +319,8 @@ class NotesLine(TypedDict):
     unreleased_locks: NotRequired[UnreleasedLocks]
     # Per-request table -> request id -> the exit path it left by (ids as JSON keys).
     stale_request_entries: NotRequired[dict[str, dict[str, str]]]
-    lost_slots: NotRequired[list[LostSlots]]  # per short pool: the slots' sites and paths
+    # Per pool whose books were off: the lost slots' sites and paths, or the ids held twice.
+    lost_slots: NotRequired[list[LostSlots | TwiceHeld]]
     exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
     overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     # Counter gauge -> what it counts: what the run must see rise after its warm-up

@@ -294,8 +294,9 @@ class SlotLedger:
         pool), by site and exit path; call with no request running."""
         short_pools = {name: n for name, n in short.items()
                        if name in self._allocators and n > 0}
+        over_pools = {name: -n for name, n in short.items() if n < 0}
         if not short_pools:
-            self.lost = []
+            self.lost = self._counted_twice(over_pools) if over_pools else []
             return
         if not self.armed:  # the first short books: record from now on
             self.arm()
@@ -318,6 +319,29 @@ class SlotLedger:
             lost.append(self._grouped(name, short_by, gone.tolist(),
                                       pool.packed[gone].tolist()))
         self.lost = lost
+
+    def _counted_twice(self, over: Mapping[str, int]) -> list[dict[str, Any]]:
+        """Pools whose books hold more than the pool (SGLang's "pool memory leak detected"
+        the other way round): the slot ids the tree holds under two nodes or more, which
+        ``evictable + protected`` count again and a later eviction frees again. Read
+        from ``held_slots()`` alone, at most every READ_EVERY_S."""
+        now = time.monotonic()
+        if self.lost and now - self._read_at < READ_EVERY_S:
+            return self.lost
+        self._read_at = now
+        held = dict(self._held() if self._held is not None else {})
+        found = []
+        for name, over_by in over.items():
+            ids = _tensor(held.get(name))
+            if ids is None or not ids.numel():
+                continue
+            unique, counts = torch.unique(ids, return_counts=True)
+            twice = counts > 1
+            if bool(twice.any()):
+                found.append({"pool": name, "over": over_by, "twice": int(twice.sum()),
+                              "extra": int((counts[twice] - 1).sum()),
+                              "example": int(unique[twice][0])})
+        return found
 
     def _grouped(self, pool: str, short_by: int, ids: list[int], entries: list[int]
                  ) -> dict[str, Any]:

@@ -95,3 +95,28 @@ def test_a_cache_without_the_protocol_gets_no_ledger() -> None:
             return {}
 
     assert not slots.SlotLedger(Bare()).active
+
+
+def test_books_over_the_pool_name_the_slot_ids_the_tree_holds_twice() -> None:
+    """radix-dllm's injected cell (SGLang #35270: each draft of an in-flight block cached
+    as its own node over the same slots): the books hold more than the pool, and the
+    first line repeated the budget ('idle_pool_mismatch held 4,620 for 3+ samples')."""
+    from harness.api import RunContext
+    from harness.registry import load_scenario
+
+    scenario = load_scenario("radix-dllm")
+    w = scenario.build(RunContext(seed=0, inject=("radix-dllm-inflight-block",)))
+    try:
+        for _ in range(300):
+            w.step()
+        notes = w.notes()
+    finally:
+        with pytest.raises(AssertionError, match="kv pool"):  # its end-of-run check agrees
+            w.close()
+    (twice,) = [p for p in notes["lost_slots"] if "twice" in p]
+    assert twice["pool"] == "full" and twice["over"] > 0 and 0 < twice["twice"] <= twice["extra"]
+    line = cast(NotesLine, {"type": "notes", "t": 1.0, "lost_slots": notes["lost_slots"]})
+    (finding,) = book_findings([line])
+    assert finding.kind == "books" and finding.text.startswith(
+        f"full pool: the idle books count {twice['over']:,} slots more than the pool has; "
+        f"the tree holds {twice['twice']:,} slots under two nodes or more")

@@ -4,6 +4,8 @@ From the workload's ``NotesLine`` (``lost_slots``, written by the slot ledger of
 ``scenarios/workloads/slots.py`` at the last idle moment whose books were
 short): per pool, how many slots the books miss, and the lost slots grouped by
 the call site that allocated them and the exit path their requests left by.
+Books over the pool's size read the other way: the slot ids the cache's tree holds
+under two nodes or more (``held_slots()``), which its books count twice.
 A cache that does not expose its allocators and the slots it holds
 (``pool_allocators()``, ``held_slots()``) has no such note; its books still
 judge it, as the broken level of ``idle_pool_mismatch``.
@@ -11,7 +13,8 @@ judge it, as the broken level of ``idle_pool_mismatch``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.analysis.where.common import Finding
 from harness.runfiles.records import LostGroup, NotesLine
@@ -26,6 +29,9 @@ def book_findings(notes: Sequence[NotesLine]) -> list[Finding]:
     found = []
     for record in notes[-1:]:
         for pool in record.get("lost_slots") or []:
+            if "twice" in pool:
+                found.append(_twice_finding(pool))
+                continue
             groups = pool.get("groups") or []
             if not groups:
                 continue
@@ -45,6 +51,16 @@ def book_findings(notes: Sequence[NotesLine]) -> list[Finding]:
     return found
 
 
+def _twice_finding(pool: Mapping[str, Any]) -> Finding:
+    """Books over the pool's size, and the tree's double holdings that explain them."""
+    text = (f"{pool['pool']} pool: the idle books count {_slots(int(pool['over']))} more than "
+            f"the pool has; the tree holds {_slots(int(pool['twice']))} under two nodes or "
+            f"more ({int(pool['extra']):,} holdings too many, e.g. slot {pool['example']}), so "
+            "evictable + protected count them again and evicting one holder frees what "
+            "another still holds")
+    return Finding("books", "idle_pool_mismatch", text, owner="the cache's tree (held_slots)")
+
+
 def _group_text(group: LostGroup) -> str:
     stack = [str(s) for s in group.get("stack") or []]
     caller = f" (called from {stack[1]})" if len(stack) > 1 else ""
@@ -56,4 +72,4 @@ def _group_text(group: LostGroup) -> str:
 
 
 def _slots(n: int) -> str:
-    return f"{n} slot" if n == 1 else f"{n} slots"
+    return f"{n:,} slot" if n == 1 else f"{n:,} slots"
