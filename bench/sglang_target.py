@@ -36,6 +36,9 @@ SPEED_SCENARIOS = ("radix-steady", *LRU)
 NOT_FAILING = ("pass", "suspicious")
 FIXED_RELEASE = (0, 5, 17)  # the first release with the LRU unlink fix
 MAP_TARGET = 15
+# What the newest release does not run yet, said beside a missed mapping target (each
+# cell's own reason is in check's n/a lines and in doctor).
+NOT_MAPPED_YET = "the host-tier scenarios (hiradix-*, himamba-*) and the two PP-sync ones"
 
 
 def releases() -> list[str]:
@@ -117,7 +120,7 @@ def judge(rec: Record, release: str, verdicts: dict[str, list[str]], declined: i
     if release == releases()[-1]:
         rec.target(f"at least {MAP_TARGET} of {mapped + declined} scenarios map on {release}",
                    mapped >= MAP_TARGET, f"{mapped} map",
-                   "the host tier, PP-sync and paged-KV scenarios are not driven yet")
+                   "" if mapped >= MAP_TARGET else f"{declined} n/a: {NOT_MAPPED_YET}")
 
 
 def speed(rec: Record, release: str, work: Path) -> None:
