@@ -26,7 +26,7 @@ the scenario offers (the reference factories' options differ per family):
 | options offered | family | 0.5.23 class |
 |---|---|---|
 | ``pp_world_size`` > 1 | ``pp-sync`` | not mapped (a gloo pipeline of the reference's) |
-| ``host_size`` | ``hiradix`` / ``himamba`` | not mapped yet (host tier) |
+| ``host_size`` | ``hiradix`` / ``himamba`` | ``UnifiedRadixCache`` (FULL / +MAMBA), HiCache |
 | ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
 | ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
 | ``swa_size`` | ``swa`` | ``UnifiedRadixCache`` (FULL+SWA) |
@@ -39,6 +39,11 @@ Paged KV runs where the release's paged allocator has a CPU branch (0.5.23's tor
 tree holds to the slot ledger (``pool_allocators``/``held_slots``), except on the Rust
 core and on paged KV (their notes say why).
 
+The host tier (``host.py``): 0.5.11 and 0.5.17 run ``HiRadixCache`` and
+``HiMambaRadixCache``, 0.5.23 ``UnifiedRadixCache`` with its HiCache host tier, with
+SGLang's file storage backend when the scenario has a storage tier; a host pool no larger
+than the device pool (himamba-stale-leaf) is declined: SGLang's host pools refuse it.
+
 ``family="unified-full"`` builds ``UnifiedRadixCache`` with the full component alone;
 ``tree_core="python"`` (default here: its nodes can be counted) or ``"rust"`` picks
 0.5.23's tree core.
@@ -49,13 +54,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scenarios.sglang import compat, glue
+from scenarios.sglang import compat, glue, host
 
 FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified")
 UNMAPPED = {
-    "hiradix": "the host tier (HiRadixCache; 0.5.23: UnifiedRadixCache's host tier) is not "
-               "driven by this target yet",
-    "himamba": "the host tier with Mamba state is not driven by this target yet",
     "pp-sync": "the PP-sync scenarios start the reference cache's own gloo pipeline; "
                "SGLang's PP groups need a multi-process launch",
 }
@@ -89,6 +91,8 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
     family = family_of(options)
     if family in UNMAPPED:
         raise glue.GlueError(f"not mapped on SGLang: {UNMAPPED[family]}")
+    if family in host.FAMILIES:  # the host tier: scenarios/sglang/host.py
+        return host.build(family, {**options, "kv_size": kv_size})
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
     release = glue.load()
@@ -117,6 +121,8 @@ def declines(options: Mapping[str, Any]) -> str | None:
     family = family_of(options)
     if family in UNMAPPED:
         return UNMAPPED[family]
+    if family in host.FAMILIES:
+        return host.declines(family, options)
     if int(options.get("page_size", 1) or 1) != 1:
         from scenarios.sglang import paged
 

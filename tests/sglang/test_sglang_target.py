@@ -82,7 +82,9 @@ def test_declines_the_unmapped_scenarios() -> None:
 
     assert declines({"kv_size": 8192}) is None
     assert declines({"mamba_size": 48, "swa_size": 2048, "sliding_window": 64}) is None
-    assert "host tier" in str(declines({"kv_size": 2048, "host_size": 4096}))
+    assert declines({"kv_size": 2048, "host_size": 4096}) is None  # the host tier maps
+    assert "host memory is larger" in str(declines({"kv_size": 4096, "host_size": 2048,
+                                                     "mamba_size": 64}))
     assert "PP" in str(declines({"mamba_size": 64, "pp_world_size": 2}))
     assert "RadixCache only" in str(declines({"mamba_size": 48, "page_size": 16}))
 
@@ -296,6 +298,88 @@ def check_provenance(release: str, lost: dict[str, list[dict[str, Any]]]) -> Non
     if "radix" in lost:  # the harness's request is the allocating frame's: its exit is known
         exits = {g["exit"] for g in lost["radix"][0]["groups"]}
         assert exits <= {"abort-running", "fail-running", "retract"}, exits
+
+
+# The host tier (scenarios/sglang/host.py): each family runs the exit load a few hundred
+# steps on the release's own host-tier cache (0.5.11/0.5.17: HiRadixCache with the file
+# storage backend, HiMambaRadixCache; 0.5.23: UnifiedRadixCache with HiCache), drains,
+# then is read after one collection: SGLang's books balanced in every pool (device, host,
+# request rows), nothing locked but copies in flight, no per-request table entry left, no
+# detached node, and the storage folder gone once the cache is closed.
+HOST_CELL = r'''
+import gc, json, os, sys
+from scenarios.sglang import make
+from scenarios.workloads.common import EXIT_LOAD
+from scenarios.workloads.scheduler import Scheduler
+from scenarios.workloads.traffic import Traffic, TrafficShape
+families = {
+    "hiradix": {"kv_size": 2048, "host_size": 4096, "storage_pages": 4096,
+                "prefetch_threshold": 16},
+    "himamba": {"kv_size": 2048, "mamba_size": 64, "host_size": 4096},
+}
+out = {}
+for family, options in families.items():
+    cache = make(**options)
+    shape = TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128)
+    s = Scheduler(cache, Traffic.seeded(0, shape), EXIT_LOAD, 0)
+    try:
+        for _ in range(int(sys.argv[1])):
+            s.step()
+    except (AssertionError, RuntimeError) as exc:  # SGLang's own: judged by the test
+        out[family] = {"crashed": str(exc)}
+        cache.close()
+        continue
+    s.drain()
+    cache.sanity_check()
+    gc.collect()
+    books, stats = cache.pool_accounting(), cache.stats()
+    out[family] = {
+        "kind": cache.kind, "finished": s.finished, "exits": dict(s.exits),
+        "idle_checks": s.idle_check.checks, "idle_mismatch": s.idle_check.mismatch,
+        "drained_mismatch": {n: a.mismatch for n, a in books.items()},
+        "drained_locked": {n: a.protected - a.in_transfer for n, a in books.items()
+                           if n in ("full", "mamba")},
+        "tables": {n: ids for n, ids in cache.request_tables().items() if ids},
+        "detached": stats.get("detached_alive_nodes", 0.0),
+        "backed_up": stats.get("backed_up_nodes", 0.0),
+    }
+    storage = getattr(cache, "storage", None)
+    cache.close()
+    out[family]["storage_left"] = storage is not None and os.path.exists(storage.folder)
+    out[family]["storage"] = storage is not None
+print(json.dumps(out))
+'''
+HOST_STEPS = 400
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_each_release_drains_its_host_tier_with_the_books_balanced(release: str) -> None:
+    cells = json.loads(run_child(HOST_CELL, release, str(HOST_STEPS)))
+    assert set(cells) == {"hiradix", "himamba"}
+    for family, cell in cells.items():
+        if "crashed" in cell:
+            # HiMambaRadixCache.evict (0.5.11, 0.5.17) stops short after a tombstone
+            # cascade: the ancestor it exposes as a device leaf is never pushed on the
+            # heap, so alloc_token_slots raises with free + evictable >= the request.
+            known = (family == "himamba" and "Out of memory" in cell["crashed"]
+                     and glue.version_key(release) < glue.version_key("0.5.23"))
+            assert known, (release, family, cell)
+            continue
+        assert cell["finished"] > 0 and sum(cell["exits"].values()) > 0, (family, cell)
+        assert cell["idle_checks"] > 0 and cell["idle_mismatch"] == 0, (family, cell)
+        assert "host" in cell["drained_mismatch"], (family, cell)
+        assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
+        assert set(cell["drained_locked"].values()) == {0}, (family, cell)
+        assert cell["tables"] == {}, (family, cell)
+        assert cell["backed_up"] > 0, (family, cell)
+        if family == "himamba" and glue.version_key(release) < glue.version_key("0.5.17"):
+            # Seed incident 1 in 0.5.11's HiMambaRadixCache: nodes still in the tree keep
+            # prev/mamba_next pointers to removed ones, so whole chains of removed nodes
+            # stay reachable (alive after a collection); 0.5.17 carries the fix.
+            assert cell["detached"] > 0, (family, cell)
+        else:
+            assert cell["detached"] == 0, (family, cell)
+        assert cell["storage"] == (family == "hiradix") and not cell["storage_left"], cell
 
 
 def test_a_release_newer_than_those_tested_runs_with_a_warning() -> None:
