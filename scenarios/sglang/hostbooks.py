@@ -10,6 +10,7 @@ tokens locked only by the cache's own copies in flight (write-through, load back
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -108,7 +109,7 @@ def transfer_locked(nodes: Iterable[Any], root: Any, lock_of: Callable[[Any], in
     return sum(tokens_of(n) for i, n in on_path.items() if lock_of(n) <= copies[i])
 
 
-class HostTierBooks(_Base):
+class HostTierBooks(_Base, metaclass=abc.ABCMeta):
     """The host tier's books, gauges and shutdown over SGLang's own structures, shared by
     both adapters (mixed in before ``HandleCache`` / ``LegacyCache``). Each adapter says
     where its release keeps things: ``_kv_values`` and ``_mamba_values`` (a node's device
@@ -120,23 +121,29 @@ class HostTierBooks(_Base):
     storage: Any  # hostglue.FileStorage or None
     operations: PrefetchCensus
 
+    @abc.abstractmethod
     def _kv_values(self, node: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
+    @abc.abstractmethod
     def _mamba_values(self, node: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
+    @abc.abstractmethod
     def _prefetch_staging(self, entry: Any) -> Any:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
+    @abc.abstractmethod
     def _mamba_host_pool(self) -> Any:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
+    @abc.abstractmethod
     def _transfer_nodes(self) -> list[Any]:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
+    @abc.abstractmethod
     def _kv_lock(self, node: Any) -> int:
-        raise NotImplementedError
+        """Where this adapter's release keeps it (see the class docstring)."""
 
     def _held(self, values: Callable[[Any], tuple[Any, Any]]) -> tuple[int, int, int, int]:
         """Host slots of nodes only on the host (evictable) and of nodes also on the
