@@ -16,11 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from refcache.pools import PoolAccount
+from refcache.req import Req
 
 if TYPE_CHECKING:
     from scenarios.sglang.handles import HandleCache as _Base
 else:
     _Base = object
+
+PREFETCH_TRIED = "sglang_prefetch_tried"  # req.aux: its prefetch was issued (once per request)
 
 
 def host_books(size: int, available: int, evictable: int, protected: int,
@@ -120,6 +123,31 @@ class HostTierBooks(_Base, metaclass=abc.ABCMeta):
     cc: Any  # SGLang's cache controller
     storage: Any  # hostglue.FileStorage or None
     operations: PrefetchCensus
+
+    def __init__(self, *args: Any, storage: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.storage = storage
+        self.cc = self.cache.cache_controller
+        self.operations = PrefetchCensus(self.cc)
+
+    @abc.abstractmethod
+    def _prefetch_once(self, req: Req, sreq: Any) -> None:
+        """``Scheduler._prefetch_kvcache`` as this adapter's release calls it, once per
+        request; starts with ``_prefetch_due``."""
+
+    def _prefetch_due(self, req: Req, sreq: Any) -> bool:
+        """Whether the request's storage prefetch is issued now: once per request (SGLang:
+        at queue entry), after the match without ``cow_mamba`` that names its nodes."""
+        if req.aux.get(PREFETCH_TRIED) or not self.cache.enable_storage:
+            return False
+        req.aux[PREFETCH_TRIED] = True
+        sreq.init_next_round_input(self.cache, cow_mamba=False)
+        self._waiting[req.rid] = sreq  # a waiting Req: its match names nodes, unlocked
+        return True
+
+    def match_waiting_req(self, req: Req) -> None:
+        self._prefetch_once(req, self._sgl(req))
+        super().match_waiting_req(req)
 
     @abc.abstractmethod
     def _kv_values(self, node: Any) -> tuple[Any, Any]:

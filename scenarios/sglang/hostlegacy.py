@@ -29,32 +29,24 @@ import torch
 
 from refcache.req import Req
 from scenarios.sglang import compat, glue, hostglue
-from scenarios.sglang.handles import AUX, NodeCensus, hybrid_req_pool
-from scenarios.sglang.hostbooks import HostTierBooks, PrefetchCensus
+from scenarios.sglang.handles import NodeCensus, hybrid_req_pool
+from scenarios.sglang.hostbooks import HostTierBooks
 from scenarios.sglang.legacy import LegacyCache, LegacyModules, defaults_only, publish_server_args
-
-TRIED = "sglang_prefetch_tried"  # req.aux: its prefetch was issued (once per request)
 
 
 class HiLegacyCache(HostTierBooks, LegacyCache):
     """0.5.11's / 0.5.17's ``HiRadixCache`` or ``HiMambaRadixCache`` behind the protocol."""
 
     def __init__(self, *args: Any, storage: hostglue.FileStorage | None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.storage = storage
-        self.cc = self.cache.cache_controller
+        super().__init__(*args, storage=storage, **kwargs)
         self.host_pool = self.cc.mem_pool_host
-        self.operations = PrefetchCensus(self.cc)
 
     # ---------------------------------------------------------------- prefetch
     def _prefetch_once(self, req: Req, sreq: Any) -> None:
         """``Scheduler._prefetch_kvcache``, once per request (SGLang: at queue entry)."""
-        cache = self.cache
-        if req.aux.get(TRIED) or not cache.enable_storage:
+        if not self._prefetch_due(req, sreq):
             return
-        req.aux[TRIED] = True
-        sreq.init_next_round_input(cache, cow_mamba=False)
-        self._waiting[req.rid] = sreq  # a waiting Req: its match names nodes, unlocked
+        cache = self.cache
         last = sreq.last_host_node
         matched = len(sreq.prefix_indices) + sreq.host_hit_length
         if hasattr(cache, "is_backuped"):  # 0.5.17
@@ -83,10 +75,6 @@ class HiLegacyCache(HostTierBooks, LegacyCache):
         sreq.storage_hit_length = self.cache.pop_prefetch_loaded_tokens(sreq.rid)
         return True
 
-    def match_waiting_req(self, req: Req) -> None:
-        self._prefetch_once(req, self._sgl(req))
-        super().match_waiting_req(req)
-
     def release_aborted_request(self, req: Req) -> None:
         """``Scheduler.abort_request`` for a queued request: the prefetch goes first."""
         if self.cache.enable_storage:
@@ -96,7 +84,7 @@ class HiLegacyCache(HostTierBooks, LegacyCache):
     # ---------------------------------------------------------------- admission
     def alloc_request(self, req: Req) -> bool:
         sreq = self._sgl(req)
-        m, cache = self.mods, self.cache
+        cache = self.cache
         sreq.init_next_round_input(cache)
         total = self._filled(sreq)
         pinned = sreq.last_node
@@ -114,27 +102,12 @@ class HiLegacyCache(HostTierBooks, LegacyCache):
         rows = None
         if fits:
             cache.ready_to_load_host_cache()  # the new batch's load-backs start
-            try:
-                rows = m.allocation.alloc_req_slots(self.req_pool, [sreq], cache)
-            except RuntimeError:  # SGLang's own refusal (no Mamba slot even after eviction)
-                rows = None
+            rows = self._req_rows(sreq)
             if rows is None:
                 self._unlock(sreq)
         if rows is None:
-            if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
-                m.common.release_kv_cache(sreq, cache, is_insert=False)
-            del req.aux[AUX]
-            return False
-        prefix = len(sreq.prefix_indices)
-        slots = m.allocation.alloc_token_slots(cache, total - prefix)
-        idx = compat.kv_get(sreq, "req_pool_idx")
-        if prefix:
-            self.req_pool.write((idx, slice(0, prefix)), sreq.prefix_indices)
-        self.req_pool.write((idx, slice(prefix, total)), slots)
-        self._set_lengths(sreq, total)
-        self._mirror(req, sreq, total)
-        self._waiting.pop(req.rid, None)
-        return True
+            return self._refused(req, sreq)
+        return self._fill_rows(req, sreq, len(sreq.prefix_indices), total)
 
     @staticmethod
     def _host_hit(sreq: Any) -> bool:

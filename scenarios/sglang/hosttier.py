@@ -33,30 +33,22 @@ import torch
 from refcache.req import Req
 from scenarios.sglang import glue, hostglue
 from scenarios.sglang.handles import AUX, HandleCache, Modules, NodeCensus
-from scenarios.sglang.hostbooks import HostTierBooks, PrefetchCensus
-
-TRIED = "sglang_prefetch_tried"  # req.aux: its prefetch was issued (once per request)
+from scenarios.sglang.hostbooks import PREFETCH_TRIED, HostTierBooks
 
 
 class HostTierCache(HostTierBooks, HandleCache):
     """0.5.23's ``UnifiedRadixCache`` with its host tier behind the harness's protocol."""
 
     def __init__(self, *args: Any, storage: hostglue.FileStorage | None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.storage = storage
-        self.cc = self.cache.cache_controller
+        super().__init__(*args, storage=storage, **kwargs)
         self._full = self.mods.components.ComponentType.FULL  # type: ignore[union-attr]
-        self.operations = PrefetchCensus(self.cc)
 
     # ---------------------------------------------------------------- prefetch
     def _prefetch_once(self, req: Req, sreq: Any) -> None:
         """``Scheduler._prefetch_kvcache``, once per request (SGLang: at queue entry)."""
-        cache = self.cache
-        if req.aux.get(TRIED) or not cache.enable_storage:
+        if not self._prefetch_due(req, sreq):
             return
-        req.aux[TRIED] = True
-        sreq.init_next_round_input(cache, cow_mamba=False)
-        self._waiting[req.rid] = sreq  # a waiting Req: its match names nodes, unlocked
+        cache = self.cache
         last_host = sreq.last_host_node
         matched = sreq.prefix_len + sreq.host_hit_length
         sreq.storage_prefetch_last_match_len = matched
@@ -84,13 +76,9 @@ class HostTierCache(HostTierBooks, HandleCache):
             sreq.host_hit_is_storage = False
         return True
 
-    def match_waiting_req(self, req: Req) -> None:
-        self._prefetch_once(req, self._sgl(req))
-        super().match_waiting_req(req)
-
     def release_aborted_request(self, req: Req) -> None:
         """Every waiting request that leaves gets ``finish(handle, ABORT)``."""
-        if req.aux.get(TRIED):
+        if req.aux.get(PREFETCH_TRIED):
             self._sgl(req)  # the handle its prefetch is kept under
         super().release_aborted_request(req)
 

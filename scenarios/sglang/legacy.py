@@ -167,26 +167,39 @@ class LegacyCache(HandleCache):
 
     def alloc_request(self, req: Req) -> bool:
         sreq = self._sgl(req)
-        m = self.mods
         sreq.init_next_round_input(self.cache)
         total = self._filled(sreq)
         prefix = len(sreq.prefix_indices)
         compat.mark_extend(sreq, prefix, total, refresh=False)  # as PrefillAdder admits it
         self._lock(sreq)
-        need = total - prefix
         rows = None
-        if self.req_pool.available_size() >= 1 and self._room(need):
-            try:
-                rows = m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
-            except RuntimeError:  # SGLang's own refusal (no Mamba slot even after eviction)
-                rows = None
+        if self.req_pool.available_size() >= 1 and self._room(total - prefix):
+            rows = self._req_rows(sreq)
         if rows is None:
             self._unlock(sreq)
-            if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
-                m.common.release_kv_cache(sreq, self.cache, is_insert=False)
-            del req.aux[AUX]
-            return False
-        slots = m.allocation.alloc_token_slots(self.cache, need)
+            return self._refused(req, sreq)
+        return self._fill_rows(req, sreq, prefix, total)
+
+    def _req_rows(self, sreq: Any) -> Any:
+        """The request's row (and Mamba slot), or None on SGLang's own refusal (no Mamba
+        slot even after eviction)."""
+        try:
+            return self.mods.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
+        except RuntimeError:
+            return None
+
+    def _refused(self, req: Req, sreq: Any) -> bool:
+        """An admission that did not fit gives back the Mamba slot its match forked, as
+        the scheduler's ``release_kv_cache(is_insert=False)`` does; nothing else is held."""
+        if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
+            self.mods.common.release_kv_cache(sreq, self.cache, is_insert=False)
+        del req.aux[AUX]
+        return False
+
+    def _fill_rows(self, req: Req, sreq: Any, prefix: int, total: int) -> bool:
+        """Allocate the tokens past the prefix and write the request's row, as
+        ``alloc_for_extend`` does: the row holds the prefix's slots, then the new ones."""
+        slots = self.mods.allocation.alloc_token_slots(self.cache, total - prefix)
         idx = compat.kv_get(sreq, "req_pool_idx")
         if prefix:
             self.req_pool.write((idx, slice(0, prefix)), sreq.prefix_indices)
