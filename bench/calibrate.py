@@ -29,8 +29,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis.calibration import ANY_SCENARIO, CALIBRATION_FILE, COMPARABLE, FORMAT
+from harness.analysis.calibration import (
+    ANY_SCENARIO,
+    CALIBRATION_FILE,
+    COMPARABLE,
+    FORMAT,
+    on_reference,
+    target_key,
+)
 from harness.analysis.runview import RunView
+from harness.api import load_callable
 from harness.configure import scenario_config
 from harness.parent.runner import run
 from harness.registry import load_scenario, scenario_names
@@ -65,15 +73,28 @@ def healthy_growth(rundir: Path, scenario: str) -> Iterator[Point]:
         yield signal, scenario, slope.span_s, max(slope.ci[0], 0.0) * slope.span_s / 3600.0
 
 
-def one_run(name: str, duration: str, seed: int, out: Path) -> list[Point]:
+def one_run(name: str, duration: str, seed: int, out: Path,
+            target: str | None = None) -> list[Point]:
     rundir = out / f"{name}-{duration}-{seed}"
     config = scenario_config(load_scenario(name), rundir, duration_s=parse_duration(duration),
-                             seed=seed)
+                             seed=seed, target=target)
     outcome = run(config)
-    points = list(healthy_growth(rundir, name))
+    points = list(healthy_growth(rundir, target_key(name, target)))
     shown = ", ".join(f"{s} {a:.3g} in {w:.0f} s" for s, _, w, a in points)
     print(f"  {name} {duration} seed {seed}: {outcome.verdict}; {shown}", flush=True)
     return points
+
+
+def maps_on(name: str, target: str) -> bool:
+    """Whether ``target`` runs scenario ``name`` (a factory's ``declines`` says it does not)."""
+    declines = getattr(load_callable(target), "declines", None)
+    return not (callable(declines) and declines(load_scenario(name).cache_options))
+
+
+def target_code(target: str) -> str:
+    """What a target says it runs (the SGLang target: its release), for the notes."""
+    describe = getattr(load_callable(target), "describe", None)
+    return str(describe()) if callable(describe) else target
 
 
 def calibration(points: list[Point]) -> dict[str, dict[str, list[list[float]]]]:
@@ -81,12 +102,18 @@ def calibration(points: list[Point]) -> dict[str, dict[str, list[list[float]]]]:
     signals: dict[str, dict[str, list[list[float]]]] = {}
     for signal, scenario, window, amount in points:
         stored = [round(window, 1), round(MARGIN * amount)]
-        for who in (scenario, ANY_SCENARIO):
+        for who in (scenario, ANY_SCENARIO) if on_reference(scenario) else (scenario,):
             signals.setdefault(signal, {}).setdefault(who, []).append(stored)
     for by_scenario in signals.values():
         for pts in by_scenario.values():
             pts.sort()
     return signals
+
+
+def pooled(by_scenario: dict[str, list[list[float]]]) -> list[list[float]]:
+    """``*``: every reference scenario's points (a target's speak for its code only)."""
+    return sorted(p for who, pts in by_scenario.items()
+                  if who != ANY_SCENARIO and on_reference(who) for p in pts)
 
 
 def merged(old: dict[str, Any], new: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -98,7 +125,7 @@ def merged(old: dict[str, Any], new: dict[str, Any], names: list[str]) -> dict[s
                 if who != ANY_SCENARIO and who not in replaced:
                     signals.setdefault(signal, {})[who] = points
     for by_scenario in signals.values():
-        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items() for p in pts)
+        by_scenario[ANY_SCENARIO] = pooled(by_scenario)
     # Earlier notes about the same scenarios are superseded by this measurement.
     kept = [note for note in str(old.get("measured", "")).split("; ")
             if not set(note.partition(": ")[0].split(", ")) <= set(names)]
@@ -120,8 +147,7 @@ def added(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
                 mine = signals.setdefault(signal, {}).setdefault(who, [])
                 mine[:] = sorted([*mine, *points])
     for by_scenario in signals.values():
-        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items()
-                                           if who != ANY_SCENARIO for p in pts)
+        by_scenario[ANY_SCENARIO] = pooled(by_scenario)
     return {**old, "measured": f"{old.get('measured')}; added for {', '.join(names)}: "
                                f"{new['measured']}",
             "how": f"{old.get('how')}; added for {', '.join(names)}: {new['how']}",
@@ -144,8 +170,7 @@ def replaced(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             mine = signals.setdefault(signal, {}).setdefault(who, [])
             mine[:] = sorted([*(p for p in mine if not low <= p[0] <= high), *points])
     for by_scenario in signals.values():
-        by_scenario[ANY_SCENARIO] = sorted(p for who, pts in by_scenario.items()
-                                           if who != ANY_SCENARIO for p in pts)
+        by_scenario[ANY_SCENARIO] = pooled(by_scenario)
     what = f"{', '.join(new['signals'])} of {', '.join(sorted(names))}"
     return {**old, "measured": f"{old.get('measured')}; {what} replaced: {new['measured']}",
             "how": f"{old.get('how')}; {what} replaced: {new['how']}", "signals": signals}
@@ -179,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="select", default="",
                         help="scenarios whose name contains one of these (a,b)")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
+    parser.add_argument("--target", default=None,
+                        help="measure the scenarios on this target's code (sglang: the "
+                             "installed release, LEAK_HARNESS_SGLANG picks one); its points "
+                             "are kept as scenario@target, apart from the reference's")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other scenarios' points from --out; re-measure only -k's")
     parser.add_argument("--signals", default=",".join(SIGNALS),
@@ -201,14 +230,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.add}'s points added to {args.out}")
         return 0
     names = [n for n in scenario_names() if any(k in n for k in args.select.split(","))]
+    if args.target:
+        names = [n for n in names if maps_on(n, args.target)]
     durations = args.durations.split(",")
     jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(one_run, n, d, s, Path(tmp)) for n, d, s in jobs]
+        futures = [pool.submit(one_run, n, d, s, Path(tmp), args.target) for n, d, s in jobs]
         points = [p for f in futures for p in f.result() if p[0] in signals]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     how = (f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
-           f"--jobs {args.jobs} --signals {','.join(signals)}; one point per fixed run: "
+           f"--jobs {args.jobs} --signals {','.join(signals)}"
+           f"{f' --target {args.target} ({target_code(args.target)})' if args.target else ''}"
+           f"; one point per fixed run: "
            f"its judged window and "
            f"{MARGIN} x the growth its lower 95% bound confirms over it")
     # The measured window of the shortest runs: what a run must be about as long as for
@@ -219,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "measured": now, "how": how, "signals": calibration(points)}
     if args.merge or args.replace:
         old = json.loads(args.out.read_text(encoding="utf-8"))
-        new = merged(old, document, names) if args.merge else replaced(old, document)
+        keys = [target_key(n, args.target) for n in names]
+        new = merged(old, document, keys) if args.merge else replaced(old, document)
         document = {**new, "shortest_window_s": shortest_window(old, document)}
     args.out.write_text(dump(document), encoding="utf-8")
     print(f"calibration written to {args.out}")

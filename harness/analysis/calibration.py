@@ -43,6 +43,7 @@ from typing import Any
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 FORMAT = 1
 ANY_SCENARIO = "*"
+TARGET_SEPARATOR = "@"  # "radix-steady@sglang": a scenario's points on a target's code
 # A recorded program that declares no scenario: nothing says how it grows when
 # healthy, so nothing is allowed for (the cache scenarios' "*" would be a guess).
 UNCALIBRATED = "record"
@@ -74,19 +75,43 @@ class Calibration:
         (0: any, when the calibration does not say how long its runs were)."""
         return COMPARABLE * self.shortest_window_s
 
-    def points(self, signal: str, scenario: str) -> Points:
+    def points(self, signal: str, scenario: str, target: str | None = None) -> Points:
         if scenario == UNCALIBRATED:
             return []
+        who = self.measured_as(signal, scenario, target)
+        return self.signals.get(signal, {}).get(who or ANY_SCENARIO, [])
+
+    def measured_as(self, signal: str, scenario: str, target: str | None = None) -> str | None:
+        """The key whose points speak for ``scenario`` on ``target``: the scenario on that
+        target when measured there, else the scenario on the reference; None when
+        neither was measured (``*`` stands in)."""
+        if scenario == UNCALIBRATED:
+            return None
         by_scenario = self.signals.get(signal, {})
-        return by_scenario.get(scenario) or by_scenario.get(ANY_SCENARIO) or []
+        keys = (target_key(scenario, target), scenario) if target else (scenario,)
+        return next((key for key in keys if by_scenario.get(key)), None)
 
-    def measured(self, signal: str, scenario: str) -> bool:
+    def measured(self, signal: str, scenario: str, target: str | None = None) -> bool:
         """Whether ``scenario`` has points of its own (else ``*`` stands in)."""
-        return bool(self.signals.get(signal, {}).get(scenario))
+        return self.measured_as(signal, scenario, target) is not None
 
-    def allowance(self, signal: str, scenario: str, window_s: float) -> float:
+    def allowance(self, signal: str, scenario: str, window_s: float,
+                  target: str | None = None) -> float:
         """The most a healthy run of ``scenario`` grows in ``signal`` over ``window_s``."""
-        return healthy_amount(self.points(signal, scenario), window_s)
+        return healthy_amount(self.points(signal, scenario, target), window_s)
+
+
+def target_key(scenario: str, target: str | None) -> str:
+    """The calibration's key for ``scenario`` run on ``target`` (``radix-steady@sglang``).
+    Another engine's code allocates differently (SGLang's tensors and Python objects
+    per request are not the reference's), so its healthy growth is measured on it;
+    these points never join ``*``, which speaks for the reference's scenarios."""
+    return f"{scenario}{TARGET_SEPARATOR}{target}" if target else scenario
+
+
+def on_reference(key: str) -> bool:
+    """Whether a calibration key is a scenario on the reference caches (or ``*``)."""
+    return TARGET_SEPARATOR not in key
 
 
 def healthy_amount(points: Points, window_s: float) -> float:

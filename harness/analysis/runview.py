@@ -19,6 +19,7 @@ from harness.analysis.calibration import (
     UNCALIBRATED,
     Calibration,
     load_calibration,
+    on_reference,
 )
 from harness.analysis.filling import (
     FILL_GAUGE,
@@ -90,6 +91,8 @@ class RunView:
         declared = run.event("scenario")
         self.scenario = str(declared["scenario"] if declared else
                             run.header.get("config", {}).get("scenario", ANY_SCENARIO))
+        # The code under test (--target): its own calibration points when it has them.
+        self.target: str | None = run.header.get("config", {}).get("target") or None
         self.series: dict[str, Series] = {
             name: s for name, s in (("rss", run.rss), ("uss", run.uss)) if len(s)
         }
@@ -314,9 +317,11 @@ class RunView:
         """The calibrated healthy growth of ``name`` over ``span_s`` (None for gauges)."""
         if name not in CALIBRATED or self.scenario == UNCALIBRATED:
             return None
-        amount = self.calibration.allowance(name, self.scenario, span_s)
-        own = self.calibration.measured(name, self.scenario)
-        return Allowance(amount, span_s, f"the fixed {self.scenario}" if own else "a healthy cache")
+        amount = self.calibration.allowance(name, self.scenario, span_s, self.target)
+        who = self.calibration.measured_as(name, self.scenario, self.target)
+        whose = ("a healthy cache" if who is None else f"the fixed {self.scenario}"
+                 if on_reference(who) else f"the fixed {self.scenario} on {self.target}")
+        return Allowance(amount, span_s, whose)
 
     def resolution(self, name: str) -> float | None:
         """The smallest growth per hour this run can confirm in ``name``.

@@ -111,3 +111,15 @@ def test_what_the_harness_collections_released_is_added_back_to_later_samples() 
     held = held_back(heap, windows, "heap")
     assert held.v.tolist() == [100, 100, 100, 100, 140, 140, 140, 140, 145, 145]
     assert held_back(heap, [], "heap") is heap
+
+
+def test_a_target_run_takes_its_own_points_and_the_references_when_it_has_none() -> None:
+    calibration = Calibration({"heap": {"radix-steady": [(18.0, 1 * MB)],
+                                        "radix-steady@sglang": [(18.0, 4 * MB)],
+                                        "*": [(18.0, 2 * MB)]}})
+    assert calibration.allowance("heap", "radix-steady", 18.0, "sglang") == 4 * MB
+    assert calibration.measured_as("heap", "radix-steady", "sglang") == "radix-steady@sglang"
+    assert calibration.allowance("heap", "radix-steady", 18.0) == 1 * MB  # the reference's
+    assert calibration.allowance("heap", "radix-steady", 18.0, "my.cache:make") == 1 * MB
+    assert calibration.allowance("heap", "mamba-lru", 18.0, "sglang") == 2 * MB  # "*"
+    assert calibration.measured_as("heap", "mamba-lru", "sglang") is None

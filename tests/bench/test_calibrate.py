@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bench.calibrate import added, merged, replaced
+from bench.calibrate import added, calibration, merged, replaced
 
 
 def test_merge_replaces_the_measured_scenarios_and_pools_every_point_again() -> None:
@@ -48,3 +48,13 @@ def test_replace_swaps_only_the_measured_signal_and_length() -> None:
     assert heap["*"] == sorted([*heap["a"], *heap["b"]])
     assert got["signals"]["rss"] == old["signals"]["rss"]  # a signal not measured too
     assert got["how"] == "x; heap of a replaced: 8 seeds"
+
+
+def test_a_targets_points_stay_out_of_the_pool_the_reference_scenarios_share() -> None:
+    signals = calibration([("heap", "a", 18.0, 10.0), ("heap", "a@sglang", 18.0, 90.0)])
+    assert signals["heap"] == {"a": [[18.0, 15]], "*": [[18.0, 15]], "a@sglang": [[18.0, 135]]}
+    old = {"format": 1, "measured": "then", "how": "x", "signals": signals}
+    new = {"format": 1, "measured": "now", "how": "y", "signals": {
+        "heap": {"b@sglang": [[18.0, 7.0]]}}}
+    assert added(old, new)["signals"]["heap"]["*"] == [[18.0, 15]]
+    assert merged(old, new, ["b@sglang"])["signals"]["heap"]["*"] == [[18.0, 15]]
