@@ -267,3 +267,30 @@ def own_class(module: Any | None, name: str) -> type | None:
     release still has it; None where its module or class is gone (0.5.21 on: the
     families run on ``UnifiedRadixCache`` with components)."""
     return getattr(module, name, None) if module is not None else None
+
+
+def release_req(batch_mod: Any, server_args_mod: Any) -> Callable[..., None]:
+    """SGLang's retraction of one running request, ``release_req`` (release_kv_cache,
+    evict_from_tree_cache of the room the remaining requests need, reset_for_retract),
+    as the release has it: a module function from 0.5.17 on (0.5.17's takes the
+    server args, 0.5.23's reads its runtime context), a ``ScheduleBatch`` method on
+    0.5.11, which reads only the batch's pools and cache, so a bare batch holding them
+    and the one request serves."""
+    func = getattr(batch_mod, "release_req", None)
+    if callable(func):
+        wants_args = takes(func, "server_args")
+
+        def call(req: Any, remaining: int, req_pool: Any, allocator: Any, cache: Any) -> None:
+            extra = {"server_args": server_args_mod.get_global_server_args()} if wants_args else {}
+            func(req=req, remaing_req_count=remaining, req_to_token_pool=req_pool,
+                 token_to_kv_pool_allocator=allocator, tree_cache=cache,
+                 hisparse_coordinator=None, **extra)
+        return call
+
+    def via_batch(req: Any, remaining: int, req_pool: Any, allocator: Any, cache: Any) -> None:
+        batch = object.__new__(batch_mod.ScheduleBatch)
+        batch.reqs, batch.hisparse_coordinator = [req], None
+        batch.req_to_token_pool, batch.token_to_kv_pool_allocator = req_pool, allocator
+        batch.tree_cache = cache
+        batch.release_req(0, remaining, server_args_mod.get_global_server_args())
+    return via_batch

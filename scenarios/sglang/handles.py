@@ -178,6 +178,12 @@ def _take_ids(req: Req, sreq: Any) -> None:
         sreq.full_untruncated_fill_ids = sreq.origin_input_ids + outputs
 
 
+def forget_slots(req: Req) -> None:
+    """The harness's mirror of a request SGLang retracted: it holds nothing now."""
+    req.kv_indices = req.kv_indices[:0]
+    req.prefix_len, req.last_node, req.state_slot = 0, None, None
+
+
 def walk(root: Any) -> Iterator[Any]:
     stack = [root]
     while stack:
@@ -202,6 +208,7 @@ class HandleCache:
             self.root_node = None
         outcome = getattr(mods.base, "CacheRequestOutcome", None)  # 0.5.23+
         self._abort = outcome.ABORT if outcome is not None else None
+        self._release_req = compat.release_req(mods.batch, mods.server_args)
         # SGLang Reqs of waiting requests the policy matched: they keep the matched
         # nodes (last_node, best_match_node) unlocked, as SGLang's waiting queue does.
         self._waiting: dict[int, Any] = {}
@@ -262,7 +269,8 @@ class HandleCache:
             sreq.lock = None
             if sreq.kv.holds_mamba:  # the state the match forked (cow_mamba) goes back
                 m.common.release_kv_cache(sreq, self.cache, checkpoint=False)
-            del req.aux[AUX]  # the next attempt matches afresh
+            if not sreq.is_retracted:  # a retracted Req waits as itself, as in SGLang's queue
+                del req.aux[AUX]  # the next attempt matches afresh
             return False
         m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
         prefix = self.cache.prefix_device_indices(sreq) if sreq.prefix_len else None
@@ -342,6 +350,12 @@ class HandleCache:
             self.cache.finish(sreq.cache_request_handle, self._abort)
             common.release_kv_cache(sreq, self.cache, checkpoint=False)
         req.last_node = None
+
+    def retract_request(self, req: Req, remaining: int = 0) -> None:
+        """``retract_decode``'s ``release_req``: the same Req (and handle) is re-queued,
+        reset, with the tokens it decoded."""
+        self._release_req(req.aux[AUX], remaining, self.req_pool, self.kv, self.cache)
+        forget_slots(req)
 
     def release_aborted_request(self, req: Req) -> None:
         sreq = req.aux.pop(AUX, None)
@@ -535,12 +549,8 @@ class HandleCache:
         out.append("lock sites: SGLang locks and unlocks inside its own calls, not through "
                    "this adapter's inc_lock_ref, so a lock leak's report names no call "
                    "site; locked_while_idle and locked_nodes still count the locks")
-        if self._abort is not None:  # the handle-based lifecycle (0.5.23)
-            out.append("retraction: release_kv_cache(checkpoint=False) as release_req makes "
-                       "it; release_req's own evict_from_tree_cache and reset_for_retract "
-                       "are not called (the harness re-admits a new Req)")
-            if self._mamba:
-                out.append("early match: the policy's match_kv_cache forks no Mamba state "
+        if self._abort is not None and self._mamba:  # the handle-based lifecycle (0.5.23)
+            out.append("early match: the policy's match_kv_cache forks no Mamba state "
                            "on this release (cow_mamba is the admission match's), so "
                            "waiting requests hold no state slots")
         if self.check_prefetch_progress is None:

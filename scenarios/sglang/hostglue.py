@@ -42,7 +42,9 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -196,6 +198,8 @@ def device_kv(memory_pool: Any, kv_size: int, mamba_pool: Any = None) -> Any:
 
 
 # The storage threads' functions of SGLang's cache controllers (0.5.11-0.5.23).
+# A page-hash build takes ~20 s here: a build lock this old was left by a killed build.
+STALE_BUILD_LOCK_S = 120.0
 STORAGE_THREADS = ("prefetch_thread_func", "prefetch_io_aux_func", "backup_thread_func",
                    "prefetch_sync_thread_func")
 CONTROLLER_MODULES = ("sglang.srt.managers.cache_controller",
@@ -241,10 +245,27 @@ def warm_page_hash() -> None:
     insert. A build killed midway leaves a ``lock`` file in that folder that makes the
     next build wait for ever: remove it."""
     release = glue.load()
-    if release.site is not None and "TORCH_EXTENSIONS_DIR" not in os.environ:
-        os.environ["TORCH_EXTENSIONS_DIR"] = str(release.site.parent / "torch_extensions")
+    if release.site is not None:
+        folder = release.site.parent / "torch_extensions"
+        inherited = os.environ.get("TORCH_EXTENSIONS_DIR")
+        # A folder set by a process that ran another release under .sglang/ is not ours.
+        if inherited is None or Path(inherited).parent.parent == release.site.parent.parent:
+            os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+        remove_stale_locks(Path(os.environ["TORCH_EXTENSIONS_DIR"]))
     utils = glue.import_modules(["sglang.srt.mem_cache.utils"])[0]
     utils.get_hash_str([1])
+
+
+def remove_stale_locks(folder: Path, older_than_s: float = STALE_BUILD_LOCK_S) -> list[Path]:
+    """Remove the build locks under ``folder`` no build can still hold: torch's loader
+    waits for ever on a lock a killed build left (a build takes ~20 s here)."""
+    removed = []
+    for lock in folder.glob("*/lock"):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - lock.stat().st_mtime > older_than_s:
+                lock.unlink()
+                removed.append(lock)
+    return removed
 
 
 class FileStorage:

@@ -38,7 +38,14 @@ import torch
 
 from refcache.req import Req
 from scenarios.sglang import compat, glue
-from scenarios.sglang.handles import AUX, NO_LIMIT, HandleCache, NodeCensus, hybrid_req_pool
+from scenarios.sglang.handles import (
+    AUX,
+    NO_LIMIT,
+    HandleCache,
+    NodeCensus,
+    forget_slots,
+    hybrid_req_pool,
+)
 
 # Attribute -> the module holding it, first match wins (0.5.11, then 0.5.17 layouts).
 LEGACY_MODULES: dict[str, tuple[str, ...]] = {
@@ -193,7 +200,8 @@ class LegacyCache(HandleCache):
         the scheduler's ``release_kv_cache(is_insert=False)`` does; nothing else is held."""
         if compat.kv_get(sreq, "mamba_pool_idx", None) is not None:
             self.mods.common.release_kv_cache(sreq, self.cache, is_insert=False)
-        del req.aux[AUX]
+        if not getattr(sreq, "is_retracted", False):  # a retracted Req waits as itself
+            del req.aux[AUX]
         return False
 
     def _fill_rows(self, req: Req, sreq: Any, prefix: int, total: int) -> bool:
@@ -257,6 +265,12 @@ class LegacyCache(HandleCache):
                                 else batch.FINISH_ABORT())
         self.mods.common.release_kv_cache(sreq, self.cache, is_insert=is_insert)
         req.last_node = None
+
+    def retract_request(self, req: Req, remaining: int = 0) -> None:
+        """``retract_decode``'s ``release_req``: the same Req is re-queued, reset, with
+        the tokens it decoded."""
+        self._release_req(req.aux[AUX], remaining, self.req_pool, self.kv, self.cache)
+        forget_slots(req)
 
     def release_aborted_request(self, req: Req) -> None:
         sreq = req.aux.pop(AUX, None)

@@ -90,14 +90,19 @@ class Support:
     match_waiting: bool
     # SGLang's check_prefetch_progress(req) -> bool, for caches with asynchronous prefetch.
     prefetch_progress: Callable[[Any], Any] | None = None
+    # retract_request(req, remaining=n): the request is re-queued as it is (SGLang's
+    # release_req); without it, cache_finished_req(is_insert=False) and a new request.
+    retract: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, cache: Any) -> Support:
         progress = getattr(cache, "check_prefetch_progress", None)
+        retract = getattr(cache, "retract_request", None)
         return cls(release_waiting=callable(getattr(cache, "release_aborted_request", None)),
                    release_running=_takes(getattr(cache, "cache_finished_req", None), "is_insert"),
                    match_waiting=callable(getattr(cache, "match_waiting_req", None)),
-                   prefetch_progress=progress if callable(progress) else None)
+                   prefetch_progress=progress if callable(progress) else None,
+                   retract=retract if callable(retract) else None)
 
     def skipped(self, exits: Exits) -> dict[str, str]:
         """Exit paths the load asks for that this cache cannot take, with the reason."""

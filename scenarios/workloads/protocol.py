@@ -113,6 +113,16 @@ class PrefixCache(Protocol):
         whose method takes no ``is_insert`` is never sent down those paths."""
         ...
 
+    def retract_request(self, req: Req, remaining: int = 0) -> None:
+        """Optional. A running request is retracted (decode ran out of KV): give back its
+        KV slots, state and lock without caching, make room for the ``remaining`` running
+        requests, and keep the request ready to run again with the tokens it has (SGLang's
+        ``release_req``: ``release_kv_cache``, ``evict_from_tree_cache``,
+        ``reset_for_retract``). The scheduler re-queues the same ``req``, whose tokens
+        include what it decoded. Without it, a retraction is
+        ``cache_finished_req(req, is_insert=False)`` and the request comes back as a new one."""
+        ...
+
     def release_aborted_request(self, req: Req) -> None:
         """Optional. A waiting request leaves (aborted, timed out, dropped): give back
         what it took while waiting (a forked state slot, a prefetch). Without it

@@ -291,8 +291,15 @@ class Scheduler:
         """A running request leaves without caching (abort, failure) or is retracted."""
         self.running.remove(run)
         run.left = path
-        self.cache.cache_finished_req(run.req, is_insert=False)
         self.exits[path] += 1
+        if path == RETRACT and self.support.retract is not None:
+            # SGLang's release_req: the same request goes back, reset, and is re-admitted.
+            self.support.retract(run.req, remaining=len(self.running))
+            self.idle_check.request_event(run.req.rid, path)
+            self.queue.appendleft(Waiting(run.request, self.steps, run.fate, req=run.req,
+                                          generated=run.generated))
+            return 1
+        self.cache.cache_finished_req(run.req, is_insert=False)
         self._departed(run.req.rid, path)
         if path == RETRACT:  # back to the queue's front with what it decoded (SGLang keeps it)
             self.queue.appendleft(Waiting(run.request, self.steps, run.fate,

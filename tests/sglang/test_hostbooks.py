@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import queue
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from scenarios.sglang.hostbooks import host_books, queued, staged, transfer_locked
+from scenarios.sglang.hostglue import STALE_BUILD_LOCK_S, remove_stale_locks
 
 
 def test_host_books_balance_with_staging_in_flight_counted_up_to_its_bound() -> None:
@@ -50,3 +54,17 @@ def test_transfer_locked_counts_only_what_copies_alone_hold() -> None:
     root, _a, b = _chain(2, 1)  # a request holds a as well: only b is the copy's
     assert transfer_locked([b], root, lambda n: n.lock, lambda n: n.tokens) == 10
     assert transfer_locked([], root, lambda n: n.lock, lambda n: n.tokens) == 0
+
+
+def test_a_build_lock_a_killed_build_left_is_removed_and_a_fresh_one_kept(
+        tmp_path: Path) -> None:
+    """torch's extension loader waits for ever on a lock file: one older than any build
+    can take was left by a killed build (a hung run on every later host-tier build)."""
+    old, fresh = tmp_path / "old_ext" / "lock", tmp_path / "fresh_ext" / "lock"
+    for lock in (old, fresh):
+        lock.parent.mkdir()
+        lock.touch()
+    then = time.time() - STALE_BUILD_LOCK_S - 5
+    os.utime(old, (then, then))
+    assert remove_stale_locks(tmp_path) == [old]
+    assert not old.exists() and fresh.exists()

@@ -40,6 +40,11 @@ out = {"release": __import__("scenarios.sglang.glue").sglang.glue.load().version
 for family, options in families.items():
     cache = make(**options)
     s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), EXIT_LOAD, 0)
+    retracted = []  # per call of SGLang's own release_req: whether it reset the Req
+    def counted(sreq, *rest, release_req=cache._release_req):
+        release_req(sreq, *rest)
+        retracted.append(sreq.is_retracted)  # not the Req: it would keep its nodes alive
+    cache._release_req = counted
     ops = 0
     try:
         for _ in range(int(sys.argv[1])):  # a fixed number of steps: the same cell each run
@@ -54,6 +59,7 @@ for family, options in families.items():
     held = cache.held_slots()  # the slot ledger's view of SGLang's tree, per pool
     out[family] = {
         "kind": cache.kind, "ops": ops, "finished": s.finished, "exits": dict(s.exits),
+        "release_req": len(retracted), "reset": sum(retracted),
         "idle_checks": s.idle_check.checks, "idle_mismatch": s.idle_check.mismatch,
         "drained_mismatch": {n: a.mismatch for n, a in books.items()},
         "drained_protected": {n: a.protected for n, a in books.items()},
@@ -259,8 +265,12 @@ def test_each_release_runs_every_mapped_family_and_shows_its_lru_leak(release: s
         assert set(cell["held"]) == pools, (family, cell["held"])
         assert all(n == distinct == counted and n > 0
                    for n, distinct, counted in cell["held"].values()), (family, cell["held"])
-    # Decode running out of KV retracts requests through release_kv_cache(checkpoint=False).
+    # Decode running out of KV retracts requests through SGLang's own release_req
+    # (release_kv_cache, evict_from_tree_cache, reset_for_retract); the same Req runs again.
     assert sum(c.get("exits", {}).get("retract", 0) for c in cells.values()) > 0, cells
+    for cell in cells.values():
+        if "crashed" not in cell:
+            assert cell["release_req"] == cell["reset"] == cell["exits"].get("retract", 0), cell
 
 
 def check_dllm(release: str, cell: dict[str, Any]) -> None:
