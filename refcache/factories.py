@@ -45,10 +45,15 @@ def mamba_cache(
     page_size: int = 1,
     conv_shape: tuple[int, ...] = CONV_SHAPE,
     ssm_shape: tuple[int, ...] = SSM_SHAPE,
+    streaming_sessions: bool = False,
 ) -> MambaRadixCache:
-    """MambaRadixCache (incident 1 as ``mamba-lru-unlink``)."""
+    """MambaRadixCache (incident 1 as ``mamba-lru-unlink``); ``streaming_sessions``
+    adds SGLang's streaming sessions (``refcache.sessions``, incident 11)."""
     states = StatePool(mamba_size, tuple(conv_shape), tuple(ssm_shape))
-    return MambaRadixCache(SlotAllocator(kv_size), states, page_size, tuple(inject))
+    cls = MambaRadixCache
+    if streaming_sessions:
+        from refcache.sessions import SessionMambaRadixCache as cls
+    return cls(SlotAllocator(kv_size), states, page_size, tuple(inject))
 
 
 def swa_cache(
@@ -82,13 +87,18 @@ def unified_cache(
     pp_lag_s: float = 0.05,
     pp_payload: int = 1,
     pp_timeout_s: float = 60.0,
+    streaming_sessions: bool = False,
 ) -> Any:
     """UnifiedRadixCache with the components given a size (incidents 1 and 3).
 
     ``mamba_size`` adds a Mamba component, ``swa_size`` (with ``sliding_window``)
-    an SWA component; PP options as for :func:`hiradix_cache`.
+    an SWA component; PP options as for :func:`hiradix_cache`;
+    ``streaming_sessions`` adds SGLang's streaming sessions (``refcache.sessions``).
     """
+    from refcache.sessions import SessionUnifiedRadixCache
     from refcache.unified import UnifiedRadixCache
+
+    cls = SessionUnifiedRadixCache if streaming_sessions else UnifiedRadixCache
 
     kv = SlotAllocator(kv_size)
     components: dict[str, SlotAllocator] = {"full": kv}
@@ -99,9 +109,7 @@ def unified_cache(
     pipeline = _pipeline(pp_world_size, pp_lag_s, pp_payload, pp_timeout_s)
 
     def build(pp: Any) -> Any:
-        return UnifiedRadixCache(
-            kv, components, page_size, tuple(inject), pp, sliding_window, pp_payload
-        )
+        return cls(kv, components, page_size, tuple(inject), pp, sliding_window, pp_payload)
 
     return _with_pipeline(build, pipeline)
 

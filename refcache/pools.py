@@ -27,6 +27,12 @@ class PoolAccount:
     ``protected`` locked only by the cache's own copies in flight (host
     write-through, load back): those unlock when the copy completes, unlike a
     lock a request forgot to release.
+
+    ``session_held``: slots live streaming sessions hold between turns, outside
+    the tree (SGLang's checker adds them: ``available + evictable + protected +
+    session_held == size``); ``session_locked``: the part of ``protected``
+    locked by those sessions' prefixes. Both are held memory, not lost; both
+    stay 0 for a cache without sessions.
     """
 
     size: int
@@ -34,6 +40,8 @@ class PoolAccount:
     evictable: int
     protected: int
     in_transfer: int = 0
+    session_held: int = 0
+    session_locked: int = 0
 
     @classmethod
     def of(cls, pool: SlotAllocator, evictable: int, protected: int) -> PoolAccount:
@@ -42,7 +50,7 @@ class PoolAccount:
     @property
     def mismatch(self) -> int:
         """Slots the books are off by: positive counted twice, negative lost."""
-        return self.available + self.evictable + self.protected - self.size
+        return self.available + self.evictable + self.protected + self.session_held - self.size
 
 
 class SlotAllocator:

@@ -113,6 +113,14 @@ REGISTRY: dict[str, Regression] = {
             "block, whose ids change every step while its slots stay: each draft's node holds "
             "the same slots, so evictable_size() counts them twice",
         ),
+        Regression(
+            "mamba-session-close-state",
+            11,
+            "StreamingSession",
+            "SGLang #23496: closing a streaming session unlocks its prefix and frees its KV "
+            "but never calls _free_slot_mamba: the session's Mamba state slot and its "
+            "ping-pong track buffers (1 + ping_pong_size slots) are lost per close",
+        ),
     )
 }
 

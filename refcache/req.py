@@ -23,7 +23,8 @@ class Req:
     protected by the lock on ``last_node``; the rest belong to the request.
     ``unsettled``: trailing tokens whose ids are not final yet (a diffusion
     LLM's in-flight denoise block, rewritten in place every step); a cache must
-    not give them to the tree until they settle.
+    not give them to the tree until they settle. ``session_id``: a streaming
+    session's turn (``refcache.sessions``) runs on the session's memory.
     """
 
     rid: int
@@ -34,6 +35,7 @@ class Req:
     last_node: Any = None
     state_slot: torch.Tensor | None = None  # Mamba state slot owned by the request
     unsettled: int = 0
+    session_id: Any = None  # the streaming session this request is a turn of (None: none)
     aux: dict[str, Any] = field(default_factory=dict)
 
     def settled_len(self) -> int:

@@ -190,6 +190,18 @@ class UnifiedRadixCache(UnifiedTree):
             books[c.name] = PoolAccount.of(c.pool, c.evictable, c.protected)
         return books
 
+    def pool_allocators(self) -> dict[str, Any]:
+        return {**super().pool_allocators(), **{c.name: c.pool for c in self.comps}}
+
+    def held_slots(self) -> dict[str, torch.Tensor]:
+        """The tree's slot ids per pool: full KV and each component's (its non-tombstones)."""
+        held = super().held_slots()
+        for c in self.comps:
+            ids = [n.comp_value[c.name].reshape(-1) for n in self.iter_nodes()
+                   if n is not self.root_node and c.has(n)]
+            held[c.name] = torch.cat(ids) if ids else torch.empty(0, dtype=torch.int64)
+        return held
+
     def sanity_check(
         self,
         outstanding_kv: int = 0,

@@ -29,6 +29,7 @@ from scenarios.workloads.exits import (
 )
 from scenarios.workloads.protocol import PrefixCache, missing_methods
 from scenarios.workloads.scheduler import Load, Scheduler
+from scenarios.workloads.sessions import SessionDriver
 from scenarios.workloads.traffic import Traffic, TrafficShape
 
 # Every cache scenario's budgets. The signals any process has: RSS (what production
@@ -67,6 +68,9 @@ STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
 # every memory budget by doing no work; such a run judged nothing (harness.analysis.seen).
 ACTIVITY = {"admitted": "requests admitted", "decoded": "decode steps",
             "finished": "requests finished"}
+# With streaming sessions: sessions closed, and turns that ran on a session's kept memory.
+SESSION_ACTIVITY = {"sessions_closed": "streaming sessions closed",
+                    "session_turns_continued": "session turns run on the session's kept memory"}
 # Each exit path the load asks for: the gauge that counts it and what it counts.
 EXIT_ACTIVITY = {ABORT_WAITING: "waiting requests aborted", TIMEOUT: "waiting requests timed out",
                  ABORT_RUNNING: "running requests aborted",
@@ -158,6 +162,8 @@ class CacheWorkload:
         if s.load.exits.on:  # the count of each exit path is a gauge
             for path in PATHS:
                 gauges[exit_gauge(path)] = functools.partial(s.exits.__getitem__, path)
+        if s.sessions is not None:  # streaming sessions (scenarios.workloads.sessions)
+            gauges.update(session_gauges(s.sessions))
         if s.idle_check.has_tables:
             gauges["stale_request_entries"] = lambda: s.idle_check.stale
         if s.idle_check.has_books:
@@ -180,6 +186,8 @@ class CacheWorkload:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
         if self.scheduler.skipped_overlap:
             notes["overlap_not_taken"] = self.scheduler.skipped_overlap
+        if self.scheduler.skipped_sessions:
+            notes["sessions_not_taken"] = self.scheduler.skipped_sessions
         notes["expects"] = expected_activity(self.scheduler)
         said = getattr(self.cache, "notes", None)  # a target's own: what it does not drive
         if callable(said):
@@ -198,6 +206,15 @@ class CacheWorkload:
             self.cache.close()
 
 
+def session_gauges(sessions: SessionDriver) -> dict[str, Gauge]:
+    """The session counters and how many are open now."""
+    return {"sessions_opened": lambda: sessions.opened,
+            "sessions_closed": lambda: sessions.closed,
+            "session_turns_continued": lambda: sessions.continued,
+            "session_turn_aborts": lambda: sessions.aborted,
+            "sessions_live": lambda: len(sessions.open)}
+
+
 def exit_gauge(path: str) -> str:
     """The counter gauge of an exit path: ``timeout`` -> ``exits_timeout``."""
     return f"exits_{path.replace('-', '_')}"
@@ -209,6 +226,10 @@ def expected_activity(scheduler: Scheduler) -> dict[str, str]:
     the load asks for that the cache can take (one it cannot is in the notes instead,
     ``exit_paths_not_taken``: the cache lacks the call, which is the doctor's to say)."""
     expects = dict(ACTIVITY)
+    if scheduler.sessions is not None:
+        expects.update(SESSION_ACTIVITY)
+        if scheduler.sessions.config.abort_turn > 0 and scheduler.sessions.can_abort:
+            expects["session_turn_aborts"] = "session turns aborted mid-stream"
     exits = scheduler.load.exits
     if exits.on:
         asked = {ABORT_WAITING: exits.abort_waiting > 0, TIMEOUT: exits.timeout_steps > 0,

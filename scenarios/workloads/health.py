@@ -114,5 +114,6 @@ class IdleCheck:
         if full is None:
             self.locked = cache.full_protected_size()
         else:
-            self.locked = full.protected - full.in_transfer
+            # Copies in flight and open sessions' prefixes hold their locks by design.
+            self.locked = full.protected - full.in_transfer - full.session_locked
         return {name: -n for name, n in off.items()}

@@ -7,6 +7,7 @@ scheduler imports, can name a running request without importing the scheduler.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from refcache.req import Req
 from scenarios.workloads.exits import FINISH, Fate
@@ -20,6 +21,7 @@ class Waiting:
     fate: Fate = field(default_factory=lambda: Fate(FINISH))
     req: Req | None = None  # made when first matched or admitted
     generated: list[int] = field(default_factory=list)  # what it decoded before a retraction
+    session: Any = None  # the streaming session it is a turn of (scenarios.workloads.sessions)
 
 
 @dataclass

@@ -23,6 +23,9 @@ With ``Load.overlap`` on, decode runs as SGLang's overlap scheduler does
 are allocated at once, then processes the previous batch's result; idle is then
 also "no batch in flight". The scheduler takes the regressions of the run
 (``regressions``) for the one incident whose site was SGLang's scheduler.
+
+With ``Load.sessions`` on, some arrivals are turns of streaming sessions that
+keep their memory in the cache between turns (``scenarios.workloads.sessions``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.overlap import OverlapDecode, missing_calls
 from scenarios.workloads.protocol import PrefixCache, as_bool
 from scenarios.workloads.request_state import Running, Waiting
+from scenarios.workloads.sessions import SessionDriver, Sessions
+from scenarios.workloads.sessions import missing_calls as missing_session_calls
 from scenarios.workloads.traffic import Traffic
 
 
@@ -81,11 +86,18 @@ class Load:
     # Launch the next decode batch before the last one's result is processed (SGLang's
     # overlap scheduling, on by default there): scenarios.workloads.overlap.
     overlap: bool = False
+    # Streaming sessions: some arrivals are turns of sessions that keep their KV and
+    # Mamba state between turns (scenarios.workloads.sessions).
+    sessions: Sessions = field(default_factory=Sessions)
 
     def __post_init__(self) -> None:
         if self.overlap and self.dllm_block:
             raise ValueError("overlap scheduling is modelled for token-by-token decode only "
                              "(dllm_block must be 0)")
+        if self.sessions.on and (self.exits.on or self.overlap or self.dllm_block):
+            raise ValueError("streaming sessions run on their own: without the exit load, "
+                             "overlap scheduling or dLLM blocks (a retracted turn would keep "
+                             "its session's memory, which this model does not follow)")
 
     def arrivals(self, step: int, carry: float) -> tuple[int, float]:
         """How many requests arrive at this step, and the fractional carry."""
@@ -128,6 +140,10 @@ class Scheduler:
                         if load.overlap and self.skipped_overlap is None else None)
         # Fates come from their own stream, so the traffic is the same with exits on or off.
         self._fates = random.Random(f"exits-{seed}")
+        # Why sessions, asked for, are not run: the cache lacks a session call.
+        self.skipped_sessions = missing_session_calls(cache) if load.sessions.on else None
+        self.sessions = (SessionDriver(self, load.sessions, seed)
+                         if load.sessions.on and self.skipped_sessions is None else None)
         self._carry = 0.0
         self._rid = 0
 
@@ -136,6 +152,8 @@ class Scheduler:
         arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
         self._enqueue(arrivals)
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
+        if self.sessions is not None:
+            ops += self.sessions.step()
         self.serving.rid = None
         self.cache.check_hicache_events()
         if not self.running:
@@ -155,14 +173,18 @@ class Scheduler:
             if fate.path in self.skipped_exits:
                 fate = Fate(FINISH)
             if len(self.queue) < self.load.max_waiting:
-                self.queue.append(Waiting(request, self.steps, fate))
+                waiting = Waiting(request, self.steps, fate)
+                if self.sessions is not None:
+                    self.sessions.assign(waiting)
+                self.queue.append(waiting)
             else:
                 self.rejected += 1
 
     def _new_req(self, waiting: Waiting) -> Req:
         if waiting.req is None:
             self._rid += 1
-            waiting.req = Req(self._rid, [*waiting.request.prompt, *waiting.generated])
+            waiting.req = Req(self._rid, [*waiting.request.prompt, *waiting.generated],
+                              session_id=waiting.session)
         return waiting.req
 
     def _leave_queue(self) -> int:
@@ -250,6 +272,8 @@ class Scheduler:
 
     def _drop(self, waiting: Waiting) -> None:
         self.dropped += 1
+        if self.sessions is not None:
+            self.sessions.turn_dropped(waiting)
         req = self._new_req(waiting)
         if self.load.exits.on and self.support.release_waiting:
             self.cache.release_aborted_request(req)
@@ -301,6 +325,8 @@ class Scheduler:
             return 1
         self.cache.cache_finished_req(run.req, is_insert=False)
         self._departed(run.req.rid, path)
+        if self.sessions is not None:
+            self.sessions.turn_left(run)
         if path == RETRACT:  # back to the queue's front with what it decoded (SGLang keeps it)
             self.queue.appendleft(Waiting(run.request, self.steps, run.fate,
                                           generated=run.generated))
@@ -343,7 +369,8 @@ class Scheduler:
         run.left = FINISH
         self.serving.rid = run.req.rid
         self.cache.cache_finished_req(run.req)
-        self._departed(run.req.rid, "finish")
+        if self.sessions is None or not self.sessions.turn_finished(run):
+            self._departed(run.req.rid, "finish")  # a session's turn leaves with its session
         self.traffic.record_reply(run.request, run.generated)
         self.finished += 1
         return 1
@@ -355,6 +382,8 @@ class Scheduler:
             self.overlap.drain()  # the batch in flight comes back first
         for run in list(self.running):
             self._finish(run)
+        if self.sessions is not None:
+            self.sessions.close_all()
         if self.load.exits.on and self.support.release_waiting:
             for waiting in self.queue:
                 if waiting.req is not None:
