@@ -86,6 +86,9 @@ def not_taken(run: RunData) -> list[str]:
         overlap = record.get("overlap_not_taken")
         if overlap:
             sentences.append(f"overlap scheduling not run: {overlap}.")
+        sessions = record.get("sessions_not_taken")
+        if sessions:
+            sentences.append(f"streaming sessions not run: {sessions}.")
         sentences += [f"the target says: {line.rstrip('.')}." for line in
                       record.get("target_notes") or ()]
     return sentences

@@ -26,6 +26,7 @@ the scenario offers (the reference factories' options differ per family):
 | options offered | family | 0.5.23 class |
 |---|---|---|
 | ``pp_world_size`` > 1 | ``pp-sync`` | not mapped (a gloo pipeline of the reference's) |
+| ``streaming_sessions`` | ``sessions`` | not mapped (SGLang's SessionController drives them) |
 | ``host_size`` | ``hiradix`` / ``himamba`` | ``UnifiedRadixCache`` (FULL / +MAMBA), HiCache |
 | ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
 | ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
@@ -60,6 +61,9 @@ FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified")
 UNMAPPED = {
     "pp-sync": "the PP-sync scenarios start the reference cache's own gloo pipeline; "
                "SGLang's PP groups need a multi-process launch",
+    "sessions": "SGLang drives streaming sessions from its scheduler's "
+                "SessionController (open and close requests, a streaming Session on each "
+                "turn's Req), which this adapter does not build",
 }
 
 
@@ -70,6 +74,8 @@ def family_of(options: Mapping[str, Any]) -> str:
         return str(family)
     if int(options.get("pp_world_size", 1) or 1) > 1:
         return "pp-sync"
+    if options.get("streaming_sessions"):
+        return "sessions"
     if options.get("host_size") is not None:
         return "himamba" if options.get("mamba_size") is not None else "hiradix"
     has_mamba = options.get("mamba_size") is not None

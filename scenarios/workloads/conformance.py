@@ -22,6 +22,8 @@ from scenarios.workloads.exits import Support
 from scenarios.workloads.overlap import CALLS as OVERLAP_CALLS
 from scenarios.workloads.overlap import missing_calls as missing_overlap_calls
 from scenarios.workloads.protocol import missing_methods
+from scenarios.workloads.sessions import CALLS as SESSION_CALLS
+from scenarios.workloads.sessions import missing_calls as missing_session_calls
 
 OPTIONAL = {
     "pool_accounting": "the idle books check (available + evictable + protected == size) "
@@ -41,6 +43,7 @@ class Diagnosis:
     exit_paths: int = 0
     skipped_paths: dict[str, str] = field(default_factory=dict)
     overlap_off: str | None = None
+    sessions_off: str | None = None  # why streaming sessions, asked for, are off
     ops_per_s: float | None = None
 
     @property
@@ -50,9 +53,10 @@ class Diagnosis:
     @property
     def exercised(self) -> bool:
         """False when what the scenario is for does not run on this cache: every exit path
-        its load asks for is skipped, or the overlap scheduling it asks for is off."""
+        its load asks for is skipped, or the overlap scheduling or the streaming sessions
+        it asks for are off."""
         all_skipped = bool(self.exit_paths) and len(self.skipped_paths) >= self.exit_paths
-        return not all_skipped and self.overlap_off is None
+        return not all_skipped and self.overlap_off is None and self.sessions_off is None
 
 
 def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis:
@@ -99,6 +103,7 @@ def _methods(cache: Any, found: Diagnosis) -> bool:
             found.facts.append(f"no {name}(): {consequence}.")
     _exit_calls(cache, found)
     _overlap_calls(cache, found)
+    _session_calls(cache, found)
     return not missing
 
 
@@ -115,6 +120,16 @@ def _exit_calls(cache: Any, found: Diagnosis) -> None:
         found.facts.append(f"exit-path calls implemented: {'; '.join(taken)}.")
     for path, reason in sorted(support.skipped(EXITS).items()):
         found.facts.append(f"exit path {path} is not taken in the *-exits scenarios: {reason}.")
+
+
+def _session_calls(cache: Any, found: Diagnosis) -> None:
+    """Whether the cache runs streaming sessions (mamba-sessions, unified-sessions)."""
+    missing = missing_session_calls(cache)
+    if missing is None:
+        found.facts.append(f"streaming-session calls implemented: {', '.join(SESSION_CALLS)}.")
+    else:
+        found.facts.append(f"streaming sessions are not run (the *-sessions scenarios run "
+                           f"plain requests): {missing}.")
 
 
 def _overlap_calls(cache: Any, found: Diagnosis) -> None:
@@ -140,6 +155,8 @@ def _coverage(workload: Any, found: Diagnosis) -> None:
         found.skipped_paths = dict(getattr(scheduler, "skipped_exits", {}))
     if load.overlap:
         found.overlap_off = getattr(scheduler, "skipped_overlap", None)
+    if load.sessions.on:
+        found.sessions_off = getattr(scheduler, "skipped_sessions", None)
 
 
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:

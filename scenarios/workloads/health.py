@@ -3,8 +3,10 @@
 With no request running nothing outside the tree holds a slot, so every pool's
 books must balance (``available + evictable + protected == size``: the check
 that caught #35270's double-counted shared pages and #16067's Mamba slot kept
-by a request that failed to schedule), and nothing may stay locked but what the
-cache's own copies in flight hold (a forgotten ``dec_lock_ref``). Such leaks
+by a request that failed to schedule; what open streaming sessions keep counts
+as ``session_held``, SGLang #23496), and nothing may stay locked but what the
+cache's own copies in flight and open sessions' prefixes hold (a forgotten
+``dec_lock_ref``). Such leaks
 barely move RSS and only show at idle, so they are read at every idle moment
 and kept until the next one: a level gauge that a ``<= 0`` budget judges.
 """

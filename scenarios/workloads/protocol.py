@@ -135,6 +135,26 @@ class PrefixCache(Protocol):
         owns, ``req.state_slot``). Without it waiting requests are not matched early."""
         ...
 
+    def open_session(self, session_id: Any) -> None:
+        """Optional (streaming sessions, with ``close_session``). A client opens a session:
+        its turns arrive as requests with ``req.session_id`` set, one at a time, each
+        prompt the session's tokens so far plus a new message. The cache may keep a
+        finished turn's memory (its KV past the tree's prefix, the lock on that prefix,
+        its state slot) for the next turn, which then continues from it in
+        ``alloc_request`` instead of matching and allocating afresh. A turn aborted
+        mid-stream leaves by ``cache_finished_req(req, is_insert=False)`` and takes the
+        session's kept memory with it. Without both calls the session load runs every
+        arrival as a plain request and the run's notes say so (``sessions_not_taken``)."""
+        ...
+
+    def close_session(self, session_id: Any) -> None:
+        """Optional (streaming sessions). The client closes the session (never while one
+        of its turns waits or runs): give back everything it kept, KV, lock, state slot
+        and any buffers. While a session is open at idle, what it keeps is held, not
+        lost: count it in ``PoolAccount.session_held`` (its prefix lock in
+        ``session_locked``) and list its slot ids in ``held_slots()``."""
+        ...
+
     def check_hicache_events(self) -> None:
         """Consume host-tier completions (and sync them across PP ranks)."""
         ...
@@ -147,8 +167,10 @@ class PrefixCache(Protocol):
         """Optional. Each pool's books by name (``"full"``: device KV; then ``"mamba"``,
         ``"swa"``, ``"host"``... as the cache has them): size, available, evictable,
         protected (and ``in_transfer``, the protected part only copies in flight
-        hold). The scheduler checks ``available + evictable + protected == size``
-        whenever no request runs; a cache without this method skips that check."""
+        hold; ``session_held``, the slots open streaming sessions keep, and
+        ``session_locked``, the part of ``protected`` their prefixes lock). The scheduler
+        checks ``available + evictable + protected + session_held == size`` whenever no
+        request runs; a cache without this method skips that check."""
         ...
 
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:

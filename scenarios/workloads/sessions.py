@@ -117,7 +117,7 @@ class SessionDriver:
     def _open_one(self) -> _Open:
         self._ids += 1
         self.s.serving.rid = None
-        self.s.cache.open_session(self._ids)  # type: ignore[attr-defined]
+        self.s.cache.open_session(self._ids)
         session = _Open(self._ids, self.rng.randint(*self.config.turns))
         self.open[session.sid] = session
         self.opened += 1
@@ -184,7 +184,7 @@ class SessionDriver:
     def _close(self, session: _Open) -> None:
         del self.open[session.sid]
         self.s.serving.rid = None
-        self.s.cache.close_session(session.sid)  # type: ignore[attr-defined]
+        self.s.cache.close_session(session.sid)
         self._departed_turns(session, SESSION_CLOSE)
         self.closed += 1
 

@@ -32,10 +32,13 @@ from the start (the tests do).
 At an idle moment whose books are short on a pool, the lost slots are the ledger's
 live ids less those the cache's own structure holds (its optional
 ``held_slots()``: the ids its tree holds, which ``evictable + protected``
-count) and less those waiting requests own (``kv_indices``, ``state_slot``). Each
+count, and those open streaming sessions keep, which ``session_held`` counts)
+and less those waiting requests own (``kv_indices``, ``state_slot``). Each
 lost slot's exit path is the first thing that happened to its request after the
 allocation: the path it left by (``abort-waiting``, ``retract``, ``finish``...)
-or ``failed-schedule`` (its admission failed and it went back to the queue).
+or ``failed-schedule`` (its admission failed and it went back to the queue); a
+session's turn is told as leaving when its session closes (``session-close``,
+``scenarios.workloads.sessions``), since the session keeps what the turn allocated.
 They are grouped by site and path, the largest group first. A lost slot is
 remembered with its path once found, so a path told long ago stays known.
 

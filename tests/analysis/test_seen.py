@@ -87,13 +87,15 @@ def test_paths_the_cache_cannot_take_are_said_not_judged() -> None:
                       "exit_paths_not_taken": {
                           "abort-waiting": "the cache has no release_aborted_request(req)",
                           "timeout": "the cache has no release_aborted_request(req)"},
-                      "overlap_not_taken": "the cache has no alloc_tokens(n)"})
+                      "overlap_not_taken": "the cache has no alloc_tokens(n)",
+                      "sessions_not_taken": "the cache has no open_session(session_id)"})
     assert not_taken(run) == [
         "exit paths not taken: abort-waiting and timeout (the cache has no "
         "release_aborted_request(req)).",
-        "overlap scheduling not run: the cache has no alloc_tokens(n)."]
+        "overlap scheduling not run: the cache has no alloc_tokens(n).",
+        "streaming sessions not run: the cache has no open_session(session_id)."]
     analysis = summarize(run, budgets("rss: 50 MB/h"))
-    assert analysis.verdict == "pass" and analysis.reasons[-2:] == not_taken(run)
+    assert analysis.verdict == "pass" and analysis.reasons[-3:] == not_taken(run)
 
 
 def test_what_a_target_says_it_does_not_drive_is_in_the_reasons() -> None:

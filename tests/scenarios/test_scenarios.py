@@ -29,8 +29,9 @@ HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
 EXITS = ["radix-exits", "mamba-exits", "swa-exits", "unified-exits", "hiradix-exits",
          "himamba-exits"]
 OVERLAP = ["radix-overlap"]  # the exit load under overlap scheduling (tests/scenarios/test_overlap)
+SESSIONS = ["mamba-sessions", "unified-sessions"]  # tests/scenarios/test_sessions
 FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS,
-         *OVERLAP]  # every scenario
+         *OVERLAP, *SESSIONS]  # every scenario
 
 
 @contextmanager
