@@ -92,6 +92,7 @@ def test_declines_the_unmapped_scenarios() -> None:
     assert "host memory is larger" in str(declines({"kv_size": 4096, "host_size": 2048,
                                                      "mamba_size": 64}))
     assert "PP" in str(declines({"mamba_size": 64, "pp_world_size": 2}))
+    assert "SessionController" in str(declines({"mamba_size": 512, "streaming_sessions": True}))
     assert "RadixCache only" in str(declines({"mamba_size": 48, "page_size": 16}))
 
 
