@@ -28,6 +28,9 @@ def test_a_close_that_keeps_the_state_is_named_by_the_slot_ledger() -> None:
     options = {"load": {"max_running": 8, "sessions": quick}}
     w = load_scenario("mamba-sessions").build(
         RunContext(seed=1, inject=(CLOSE_STATE,), options=options))
+    # Recording from the start: every lost slot is found at the first short idle moment
+    # (armed there, the ledger finds only those lost after, and rereads at most every 0.5 s).
+    w.scheduler.idle_check.slots.arm()
     try:
         for _ in range(500):
             w.step()
