@@ -50,6 +50,7 @@ SIGNALS = ("rss", "uss", "heap", "py_blocks")
 # A handful of seeds shows less than the largest a healthy run can do; the
 # stored amount is the largest seen times this margin.
 MARGIN = 1.5
+UNJUDGED = ("crashed", "hung", "error")  # verdicts of runs that did not run their workload
 Point = tuple[str, str, float, float]  # signal, scenario, window_s, amount
 
 
@@ -79,6 +80,10 @@ def one_run(name: str, duration: str, seed: int, out: Path,
     config = scenario_config(load_scenario(name), rundir, duration_s=parse_duration(duration),
                              seed=seed, target=target)
     outcome = run(config)
+    if outcome.verdict in UNJUDGED:
+        print(f"  {name} {duration} seed {seed}: {outcome.verdict}; no points (a run that "
+              f"did not finish its workload says nothing of healthy growth)", flush=True)
+        return []
     points = list(healthy_growth(rundir, target_key(name, target)))
     shown = ", ".join(f"{s} {a:.3g} in {w:.0f} s" for s, _, w, a in points)
     print(f"  {name} {duration} seed {seed}: {outcome.verdict}; {shown}", flush=True)
