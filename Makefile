@@ -16,7 +16,7 @@ TARGET ?=
 TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
-.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead slot-ledger-cost loaded-check nightly-length docs-numbers lint clean
+.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead slot-ledger-cost cell-seeds loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -110,6 +110,12 @@ false-alarms: install ## leak zoo's non-leaks over 10 seeds at 20 s and 60 s, 2 
 
 loaded-check: install ## make leak-check beside a spinning process, seeds 0-9: wrong cells under load (~70 min)
 	$(PY) bench/loaded_check.py --seeds 10
+
+# the cells of the paths issue 43 added (sessions, PD, speculative decoding, unified host tier)
+NEW_PATHS ?= *-sessions*,pd-*,*-spec*,unified-hicache*
+cell-seeds: install ## chosen cells (SELECT, default the newest paths') over 5 seeds at -j 2: verdicts, detection, first lines (~8 min)
+	$(PY) bench/cell_seeds.py --select '$(or $(SELECT),$(NEW_PATHS))' --seeds 5 --key new_paths \
+		--title "New paths: sessions, disaggregated prefill/decode, speculative decoding, unified host tier"
 
 detect-generic: install ## time to detect each regression with the generic budgets only, no cache gauges (~8 min)
 	$(PY) bench/time_to_detect.py --generic --no-check
