@@ -93,3 +93,15 @@ def test_a_cycle_stays_first_when_cyclic_garbage_itself_grows() -> None:
                             Judgement("leak", "confirmed-growth", "cyclic_garbage")],
                            {"heap": 200 * MB})
     assert [f.kind for f in found][:2] == ["cycles", "python"]
+
+
+def test_without_a_growing_site_an_incidental_cycle_comes_after_the_native_line() -> None:
+    """A recorded program that keeps bytes and whose windows saw no site: the cycle no
+    growing budget blames (the runtime's own objects) is the last line, not the first."""
+    run = recorded([])
+    found = where_it_grows(run, budgets("heap: 10 MB/h", "py_blocks: 250000 /h"),
+                           [Judgement("leak", "confirmed-growth", "heap"),
+                            Judgement("pass", "within", "py_blocks")],
+                           {"heap": 200 * MB})
+    kinds = [f.kind for f in found]
+    assert "native" in kinds and kinds[-1] == "cycles", kinds
