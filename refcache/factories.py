@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from refcache.disagg import DecodeCache, PrefillCache
 from refcache.himamba import HiMambaRadixCache
 from refcache.hiradix import HiRadixCache
 from refcache.mamba import MambaRadixCache
@@ -224,6 +225,42 @@ def himamba_cache(
         latency_ticks,
         stale_link_guard=stale_link_guard,
     )
+
+
+def pd_prefill_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 4096,
+    host_size: int = 8192,
+    page_size: int = 1,
+    storage_pages: int = 16384,
+    prefetch_threshold: int = 16,
+    prefetch_ticks: int = 4,
+    metadata_size: int = 32,
+) -> PrefillCache:
+    """The prefill side of PD (``refcache.disagg``): HiRadixCache with a storage tier and
+    asynchronous prefetch, as SGLang's prefill server runs with HiCache, and its metadata
+    rows. Options as for :func:`hiradix_cache`; ``metadata_size``: metadata rows
+    (requests between bootstrap and the end of their transfer)."""
+    return PrefillCache(
+        SlotAllocator(kv_size), HostPool(host_size), page_size, tuple(inject),
+        storage=StorageTier(storage_pages, page_size, 8) if storage_pages else None,
+        prefetch_threshold=prefetch_threshold, prefetch_ticks=prefetch_ticks,
+        metadata_size=metadata_size,
+    )
+
+
+def pd_decode_cache(
+    inject: Sequence[str] = (),
+    kv_size: int = 4096,
+    page_size: int = 1,
+    metadata_size: int = 32,
+    req_slots: int = 24,
+) -> DecodeCache:
+    """The decode side of PD (``refcache.disagg``): RadixCache (SGLang's decode radix
+    cache) with its metadata rows and request rows; ``req_slots``: rows for running
+    plus preallocated requests (SGLang's ``max_running_requests + pre_alloc_size``)."""
+    return DecodeCache(SlotAllocator(kv_size), page_size, tuple(inject),
+                       metadata_size=metadata_size, req_slots=req_slots)
 
 
 # ---------------------------------------------------------------------- pipelines

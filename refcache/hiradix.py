@@ -228,6 +228,10 @@ class HiRadixCache(HostTier):
         """Per-request tables: each must hold only requests still waiting or running."""
         return {"ongoing_prefetch": list(self.ongoing_prefetch)}
 
+    def request_table_pools(self) -> dict[str, str]:
+        """A prefetch entry holds host slots: a stale one's report names the host pool."""
+        return {"ongoing_prefetch": "host"}
+
     def prefetch_from_storage(self, key: RadixKey) -> int:
         """Bring the stored pages after a new request's device and host hit to the host.
 

@@ -121,6 +121,23 @@ REGISTRY: dict[str, Regression] = {
             "but never calls _free_slot_mamba: the session's Mamba state slot and its "
             "ping-pong track buffers (1 + ping_pong_size slots) are lost per close",
         ),
+        Regression(
+            "pd-abort-waiting-metadata",
+            12,
+            "Scheduler",
+            "SGLang #17483: abort_request pops an aborted request from the PD prefill "
+            "server's waiting queue without release_req_to_metadata_buffer: the metadata "
+            "buffer index pop_bootstrapped took is never freed",
+        ),
+        Regression(
+            "pd-bootstrap-failure-prefetch",
+            13,
+            "Scheduler",
+            "SGLang #15439 (v0.5.7): pop_bootstrapped on KVPoll.Failed (a failed or aborted "
+            "prefill bootstrap) never calls tree_cache.release_aborted_request: the storage "
+            "prefetch started at queue entry keeps its host slots, its host node's ref, its "
+            "ongoing_prefetch entry and its share of prefetch_tokens_occupied",
+        ),
     )
 }
 

@@ -89,6 +89,9 @@ def not_taken(run: RunData) -> list[str]:
         sessions = record.get("sessions_not_taken")
         if sessions:
             sentences.append(f"streaming sessions not run: {sessions}.")
+        disagg = record.get("disagg_not_taken")
+        if disagg:
+            sentences.append(f"disaggregated prefill and decode not run: {disagg}.")
         sentences += [f"the target says: {line.rstrip('.')}." for line in
                       record.get("target_notes") or ()]
     return sentences

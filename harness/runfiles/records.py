@@ -324,6 +324,7 @@ class NotesLine(TypedDict):
     exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
     overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     sessions_not_taken: NotRequired[str]  # why streaming sessions did not run: a missing call
+    disagg_not_taken: NotRequired[str]  # why a PD load ran as one engine: a missing call
     # Counter gauge -> what it counts: what the run must see rise after its warm-up
     # (harness.analysis.seen); a run that saw none of one judged nothing.
     expects: NotRequired[dict[str, str]]

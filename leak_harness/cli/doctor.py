@@ -109,6 +109,8 @@ def headline(found: Any) -> str:
         return f"NOT EXERCISED: overlap scheduling is off ({found.overlap_off})"
     if found.sessions_off is not None:
         return f"NOT EXERCISED: streaming sessions are off ({found.sessions_off})"
+    if getattr(found, "disagg_off", None) is not None:
+        return f"NOT EXERCISED: disaggregated prefill and decode is off ({found.disagg_off})"
     if not found.exercised:
         return (f"NOT EXERCISED: none of its {found.exit_paths} exit paths is taken ({why})")
     rate = "" if found.ops_per_s is None else f", {found.ops_per_s:,.0f} ops/s"

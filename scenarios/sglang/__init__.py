@@ -27,6 +27,7 @@ the scenario offers (the reference factories' options differ per family):
 |---|---|---|
 | ``pp_world_size`` > 1 | ``pp-sync`` | not mapped (a gloo pipeline of the reference's) |
 | ``streaming_sessions`` | ``sessions`` | not mapped (SGLang's SessionController drives them) |
+| ``metadata_size`` | ``pd`` | not mapped (PD's rows are SGLang's scheduler's) |
 | ``host_size`` | ``hiradix`` / ``himamba`` | ``UnifiedRadixCache`` (FULL / +MAMBA), HiCache |
 | ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
 | ``mamba_size`` | ``mamba`` | ``UnifiedRadixCache`` (FULL+MAMBA) |
@@ -64,6 +65,9 @@ UNMAPPED = {
     "sessions": "SGLang drives streaming sessions from its scheduler's "
                 "SessionController (open and close requests, a streaming Session on each "
                 "turn's Req), which this adapter does not build",
+    "pd": "the PD scenarios' metadata rows, request rows and bootstrap/transfer queues are "
+          "SGLang's disaggregation scheduler's (disaggregation/prefill.py, decode.py, with a "
+          "transfer backend), not its tree cache's, which is all this target builds",
 }
 
 
@@ -76,6 +80,8 @@ def family_of(options: Mapping[str, Any]) -> str:
         return "pp-sync"
     if options.get("streaming_sessions"):
         return "sessions"
+    if options.get("metadata_size") is not None:
+        return "pd"
     if options.get("host_size") is not None:
         return "himamba" if options.get("mamba_size") is not None else "hiradix"
     has_mamba = options.get("mamba_size") is not None

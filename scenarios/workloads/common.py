@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from harness.api import Gauge, RunContext, Scenario, TargetRejected
+from scenarios.workloads.disagg import missing_calls, pd_expects, pd_gauges
+from scenarios.workloads.disagg_sides import make_scheduler
 from scenarios.workloads.exits import (
     ABORT_RUNNING,
     ABORT_WAITING,
@@ -119,8 +121,10 @@ class CacheWorkload:
                 f"{', '.join(missing)}: the scheduler calls every one of them; "
                 f"'leak-harness doctor --target {ctx.target}' lists every problem at once")
         # The scheduler takes the regressions too: one incident's site is SGLang's scheduler.
-        self.scheduler = Scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load, ctx.seed,
-                                   regressions=ctx.inject)
+        # With load.disagg, one side of PD (scenarios.workloads.disagg) if the cache can.
+        self.scheduler = make_scheduler(self.cache, Traffic.seeded(ctx.seed, shape), load,
+                                        ctx.seed, regressions=ctx.inject)
+        self.skipped_disagg = missing_calls(self.cache, load)
         self._stats: dict[str, float] = {}
         self._stats_at = 0.0
 
@@ -164,6 +168,7 @@ class CacheWorkload:
                 gauges[exit_gauge(path)] = functools.partial(s.exits.__getitem__, path)
         if s.sessions is not None:  # streaming sessions (scenarios.workloads.sessions)
             gauges.update(session_gauges(s.sessions))
+        gauges.update(pd_gauges(s))
         if s.idle_check.has_tables:
             gauges["stale_request_entries"] = lambda: s.idle_check.stale
         if s.idle_check.has_books:
@@ -181,18 +186,28 @@ class CacheWorkload:
         if slots is not None and slots.lost:  # the slots the books missed, by site and path
             notes["lost_slots"] = list(slots.lost)
         if self.scheduler.idle_check.stale_tables:
-            notes["stale_request_entries"] = dict(self.scheduler.idle_check.stale_tables)
+            notes["stale_request_entries"] = self._labelled(self.scheduler.idle_check.stale_tables)
         if self.scheduler.skipped_exits:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
         if self.scheduler.skipped_overlap:
             notes["overlap_not_taken"] = self.scheduler.skipped_overlap
         if self.scheduler.skipped_sessions:
             notes["sessions_not_taken"] = self.scheduler.skipped_sessions
-        notes["expects"] = expected_activity(self.scheduler)
+        if self.skipped_disagg:
+            notes["disagg_not_taken"] = self.skipped_disagg
+        notes["expects"] = {**expected_activity(self.scheduler), **pd_expects(self.scheduler)}
         said = getattr(self.cache, "notes", None)  # a target's own: what it does not drive
         if callable(said):
             notes["target_notes"] = [str(line) for line in said()]
         return notes
+
+    def _labelled(self, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """Stale tables by name, each with the pool its entries hold where the cache says
+        (its optional ``request_table_pools()``): ``ongoing_prefetch (host pool)``."""
+        said = getattr(self.cache, "request_table_pools", None)
+        pools = dict(said()) if callable(said) else {}
+        return {(f"{name} ({pools[name]} pool)" if name in pools else name): dict(entries)
+                for name, entries in tables.items()}
 
     def close(self) -> None:
         """Finish what runs, then SGLang's idle check: with no request running,

@@ -44,6 +44,7 @@ class Diagnosis:
     skipped_paths: dict[str, str] = field(default_factory=dict)
     overlap_off: str | None = None
     sessions_off: str | None = None  # why streaming sessions, asked for, are off
+    disagg_off: str | None = None  # why a PD scenario runs as one engine: a missing PD call
     ops_per_s: float | None = None
 
     @property
@@ -56,7 +57,8 @@ class Diagnosis:
         its load asks for is skipped, or the overlap scheduling or the streaming sessions
         it asks for are off."""
         all_skipped = bool(self.exit_paths) and len(self.skipped_paths) >= self.exit_paths
-        return not all_skipped and self.overlap_off is None and self.sessions_off is None
+        return (not all_skipped and self.overlap_off is None and self.sessions_off is None
+                and self.disagg_off is None)
 
 
 def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis:
@@ -157,6 +159,8 @@ def _coverage(workload: Any, found: Diagnosis) -> None:
         found.overlap_off = getattr(scheduler, "skipped_overlap", None)
     if load.sessions.on:
         found.sessions_off = getattr(scheduler, "skipped_sessions", None)
+    if load.disagg is not None:
+        found.disagg_off = getattr(workload, "skipped_disagg", None)
 
 
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:

@@ -189,6 +189,39 @@ class PrefixCache(Protocol):
         that is neither waiting nor running is stale: ``stale_request_entries``."""
         ...
 
+    def request_table_pools(self) -> Mapping[str, str]:
+        """Optional. The pool each per-request table's entries hold slots of, by table
+        (``{"ongoing_prefetch": "host"}``): a stale entry's report names the pool."""
+        ...
+
+    # Disaggregated prefill and decode (scenarios.workloads.disagg, pd-prefill and
+    # pd-decode). All optional: a cache without them runs those scenarios as one engine,
+    # and the run's notes say which PD paths were not run (``disagg_not_taken``).
+    def alloc_metadata_buffer(self, req: Req) -> bool:
+        """Optional (PD, both sides). A metadata row for the request (SGLang's
+        ``ReqToMetadataIdxAllocator.alloc``): the prefill side takes it when the bootstrap
+        succeeds, the decode side when it preallocates; False when none is free (the
+        request waits). Book the rows in ``pool_accounting()`` and name the requests
+        holding them in ``request_tables()``, so a row never given back shows."""
+        ...
+
+    def free_metadata_buffer(self, req: Req) -> None:
+        """Optional (PD, both sides). Give the request's row back, if it holds one: at the
+        end of its transfer (success or failure) and when it leaves a queue aborted."""
+        ...
+
+    def alloc_req_slot(self, req: Req) -> bool:
+        """Optional (PD, decode side; with ``free_req_slot``). A request row for a request
+        being preallocated (SGLang's ``DecodeReqToTokenPool``); False when none is free.
+        The preallocated KV itself is ``alloc_request(req)``, released on a failed
+        transfer by ``cache_finished_req(req, is_insert=False)``."""
+        ...
+
+    def free_req_slot(self, req: Req) -> None:
+        """Optional (PD, decode side). Give the request's row back: after its transfer
+        fails, when it finishes, is aborted or fails."""
+        ...
+
     def stats(self) -> dict[str, float]:
         """Gauges by name (tree nodes, detached-but-alive nodes, list sizes, pools...)."""
         ...

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from refcache.regressions import validate
 from refcache.req import Req
+from scenarios.workloads.disagg_load import DisaggLoad
 from scenarios.workloads.exits import (
     ABORT_RUNNING,
     ABORT_WAITING,
@@ -89,6 +90,9 @@ class Load:
     # Streaming sessions: some arrivals are turns of sessions that keep their KV and
     # Mamba state between turns (scenarios.workloads.sessions).
     sessions: Sessions = field(default_factory=Sessions)
+    # One side of disaggregated prefill and decode (scenarios.workloads.disagg): requests
+    # pass a bootstrap and a KV transfer around the queues below; None: one engine.
+    disagg: DisaggLoad | None = None
 
     def __post_init__(self) -> None:
         if self.overlap and self.dllm_block:
@@ -204,10 +208,20 @@ class Scheduler:
             req = self._new_req(waiting)
             self.serving.rid = req.rid
             self.cache.release_aborted_request(req)
+            self._released_waiting(req, path)
             self.exits[path] += 1
             self._departed(req.rid, path)
             ops += 1
         return ops
+
+    def _released_waiting(self, req: Req, path: str) -> None:
+        """After ``release_aborted_request``: what else a waiting request leaving by ``path``
+        gives back (PD: its metadata row, ``scenarios.workloads.disagg_prefill``); nothing here."""
+
+    def _holds_kv_elsewhere(self) -> bool:
+        """Whether KV outside the tree is held by requests not running (PD: transfers in
+        flight), so a failed admission may fit later; not here."""
+        return False
 
     def _match_ahead(self) -> int:
         """The policy's prefix match over the head of the queue, before admission."""
@@ -252,7 +266,7 @@ class Scheduler:
             if not self.cache.alloc_request(req):
                 self.alloc_failures += 1
                 self.idle_check.request_event(req.rid, "failed-schedule")
-                if not self.running:  # cannot fit even with everything evictable: drop it
+                if not self.running and not self._holds_kv_elsewhere():  # can never fit: drop
                     self.queue.remove(waiting)
                     self._drop(waiting)
                 break
@@ -277,6 +291,7 @@ class Scheduler:
         req = self._new_req(waiting)
         if self.load.exits.on and self.support.release_waiting:
             self.cache.release_aborted_request(req)
+            self._released_waiting(req, "dropped")
             self._departed(req.rid, "dropped")
 
     def _batch_in_flight(self) -> bool:
@@ -388,5 +403,6 @@ class Scheduler:
             for waiting in self.queue:
                 if waiting.req is not None:
                     self.cache.release_aborted_request(waiting.req)
+                    self._released_waiting(waiting.req, "drain")
             self.queue.clear()
             self.cache.check_hicache_events()  # one more event round frees what they gave back

@@ -105,7 +105,7 @@ def test_every_scenario_that_takes_an_exit_path_judges_stale_table_entries(
     stale = "stale_request_entries: <= 0"
     for name in scenario_names():
         scenario = load_scenario(name)
-        exits = name.endswith("-exits") or name == "radix-overlap"
+        exits = name.endswith("-exits") or name in ("radix-overlap", "pd-prefill", "pd-decode")
         assert (stale in scenario.budgets) == exits, name
         config = scenario_config(scenario, tmp_path, duration_s=20.0)
         skippable = texts(config.skippable_budgets)

@@ -30,8 +30,9 @@ EXITS = ["radix-exits", "mamba-exits", "swa-exits", "unified-exits", "hiradix-ex
          "himamba-exits"]
 OVERLAP = ["radix-overlap"]  # the exit load under overlap scheduling (tests/scenarios/test_overlap)
 SESSIONS = ["mamba-sessions", "unified-sessions"]  # tests/scenarios/test_sessions
+DISAGG = ["pd-prefill", "pd-decode"]  # one side of PD each (tests/scenarios/test_disagg)
 FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS,
-         *OVERLAP, *SESSIONS]  # every scenario
+         *OVERLAP, *SESSIONS, *DISAGG]  # every scenario
 
 
 @contextmanager
