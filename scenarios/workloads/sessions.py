@@ -27,15 +27,25 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from refcache.req import Req
 from scenarios.workloads.exits import ABORT_RUNNING, Fate, Support
+from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.request_state import Running, Waiting
-from scenarios.workloads.traffic import Request
+from scenarios.workloads.slots import Serving
+from scenarios.workloads.traffic import Request, Traffic
 
-if TYPE_CHECKING:
-    from scenarios.workloads.scheduler import Scheduler
+
+class Scheduling(Protocol):
+    """What the session driver reads of its scheduler (``scheduler.Scheduler``). A
+    protocol, since the scheduler imports this module."""
+
+    cache: Any
+    traffic: Traffic
+    steps: int
+    serving: Serving  # the request the cache calls serve, for the slot ledger
+    idle_check: IdleCheck
 
 SESSION_CLOSE = "session-close"  # the exit path of a finished turn's memory
 CALLS = ("open_session", "close_session")
@@ -82,7 +92,7 @@ def missing_calls(cache: Any) -> str | None:
 class SessionDriver:
     """The sessions of one scheduler: which arrivals are turns, and when sessions close."""
 
-    def __init__(self, scheduler: Scheduler, config: Sessions, seed: int) -> None:
+    def __init__(self, scheduler: Scheduling, config: Sessions, seed: int) -> None:
         self.s, self.config = scheduler, config
         # Their own stream: the traffic is the same with sessions on or off.
         self.rng = random.Random(f"sessions-{seed}")
