@@ -63,16 +63,21 @@ def swa_cache(
     swa_size: int = 2048,
     sliding_window: int = 64,
     page_size: int = 1,
+    eagle: bool = False,
+    free_out_of_window: bool = False,
 ) -> Any:
-    """SWARadixCache (incident 1 as ``swa-lru-unlink``).
+    """SWARadixCache (incident 1 as ``swa-lru-unlink``, 14 as ``swa-eagle-frontier``).
 
     ``swa_size``: SWA KV pool size in tokens; ``sliding_window``: tokens the SWA
-    layers attend over (a match must end with that many SWA-resident tokens).
+    layers attend over (a match must end with that many SWA-resident tokens);
+    ``eagle``: bigram keys (EAGLE speculative decoding); ``free_out_of_window``: an
+    unfinished request's SWA that slid out of its window is freed before its insert.
     """
     from refcache.swa import SWARadixCache
 
     swa = SlotAllocator(swa_size, "swa")
-    return SWARadixCache(SlotAllocator(kv_size), swa, sliding_window, page_size, tuple(inject))
+    return SWARadixCache(SlotAllocator(kv_size), swa, sliding_window, page_size, tuple(inject),
+                         eagle=eagle, free_out_of_window=free_out_of_window)
 
 
 def unified_cache(
@@ -89,12 +94,16 @@ def unified_cache(
     pp_payload: int = 1,
     pp_timeout_s: float = 60.0,
     streaming_sessions: bool = False,
+    eagle: bool = False,
+    free_out_of_window: bool = False,
 ) -> Any:
-    """UnifiedRadixCache with the components given a size (incidents 1 and 3).
+    """UnifiedRadixCache with the components given a size (incidents 1, 3 and 14).
 
     ``mamba_size`` adds a Mamba component, ``swa_size`` (with ``sliding_window``)
     an SWA component; PP options as for :func:`hiradix_cache`;
-    ``streaming_sessions`` adds SGLang's streaming sessions (``refcache.sessions``).
+    ``streaming_sessions`` adds SGLang's streaming sessions (``refcache.sessions``);
+    ``eagle`` and ``free_out_of_window`` as for :func:`swa_cache` (bigram keys only
+    without Mamba).
     """
     from refcache.sessions import SessionUnifiedRadixCache
     from refcache.unified import UnifiedRadixCache
@@ -110,7 +119,8 @@ def unified_cache(
     pipeline = _pipeline(pp_world_size, pp_lag_s, pp_payload, pp_timeout_s)
 
     def build(pp: Any) -> Any:
-        return cls(kv, components, page_size, tuple(inject), pp, sliding_window, pp_payload)
+        return cls(kv, components, page_size, tuple(inject), pp, sliding_window, pp_payload,
+                   eagle=eagle, free_out_of_window=free_out_of_window)
 
     return _with_pipeline(build, pipeline)
 

@@ -63,15 +63,20 @@ class HybridRadixCache(RadixCache, metaclass=ABCMeta):
         req.aux["swa_indices"] = torch.cat((own_swa(req), slots))
         return True
 
-    def _resume_at(self, req: Req, length: int, broken: str) -> None:
-        """Re-lock an unfinished request on the tree's node at ``length``.
+    def _resume_at(self, req: Req, length: int) -> None:
+        """Re-lock an unfinished request on what the re-match of its inserted key gives.
 
-        The tree must give back the whole inserted prefix (``broken`` says why
-        it could not, in the error)."""
-        match = self.match_prefix(req.key(length))
-        if len(match.device_indices) != length:
-            raise AssertionError(f"req {req.rid}: {broken}")
+        As SGLang's ``cache_unfinished_req``: the re-match must cover the prefix the
+        request held; the request resumes at whatever it covers. One shorter than the
+        insert (a leaf whose SWA window is not whole: incident 14) leaves the request
+        holding slots the tree owns as if they were its own, and ``cache_protected_len``
+        does not advance: the next insert frees them as duplicates."""
+        match = self.match_prefix(self.request_key(req, length))
+        new = match.device_indices
+        if len(new) < req.prefix_len:
+            raise AssertionError(f"req {req.rid}: the re-match gives {len(new)} tokens, "
+                                 f"fewer than its cached prefix of {req.prefix_len}")
         self.dec_lock_ref(req.last_node)
         self.inc_lock_ref(match.last_device_node)
-        req.kv_indices = torch.cat((match.device_indices, req.kv_indices[length:]))
-        req.prefix_len, req.last_node = length, match.last_device_node
+        req.kv_indices = torch.cat((new, req.kv_indices[len(new) :]))
+        req.prefix_len, req.last_node = len(new), match.last_device_node

@@ -8,6 +8,7 @@ the whole tree: keys with different extra keys never share a node.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,20 @@ class RadixKey:
 
     def __getitem__(self, item: slice) -> RadixKey:
         return RadixKey(self.token_ids[item], self.extra_key)
+
+
+BIGRAM_SHIFT = 32  # token ids are below 2**32: a bigram packs two into one int
+
+
+def bigram_key(tokens: Sequence[int], extra_key: str | None = None) -> RadixKey:
+    """EAGLE's radix key: the bigrams ``(t[i], t[i+1])`` of ``tokens``, one entry fewer
+    than the tokens they span (SGLang's ``RadixKey(is_bigram=True)``).
+
+    Each bigram is packed into one int, so the tree compares, splits and hashes
+    bigrams as it does tokens; entry ``i``'s value is the KV slot of token ``i``.
+    """
+    pairs = itertools.pairwise(tokens)
+    return RadixKey(tuple((a << BIGRAM_SHIFT) | b for a, b in pairs), extra_key)
 
 
 def child_key(key: RadixKey, page_size: int) -> Hashable:

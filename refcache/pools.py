@@ -95,8 +95,12 @@ class SlotAllocator:
         ids = ids.reshape(-1).to(torch.int64)
         if int(ids.min()) < 0 or int(ids.max()) >= self.size:
             raise PoolError(f"{self.name}: foreign slot ids freed (outside 0..{self.size - 1})")
-        if not bool(self._in_use[ids].all()) or torch.unique(ids).numel() != ids.numel():
-            raise PoolError(f"{self.name}: double free of slot ids")
+        free = ~self._in_use[ids]
+        if bool(free.any()):
+            raise PoolError(f"{self.name}: double free of slot ids ({int(free.sum())} of "
+                            f"{ids.numel()} already free, e.g. slot {int(ids[free][0])})")
+        if torch.unique(ids).numel() != ids.numel():
+            raise PoolError(f"{self.name}: double free of slot ids (one id twice in the call)")
         self._in_use[ids] = False
         self._free = torch.cat((self._free, ids))
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from refcache.checks import check_tree
-from refcache.keys import RadixKey, page_aligned
+from refcache.keys import RadixKey, bigram_key, page_aligned
 from refcache.node import BaseNode
 from refcache.pools import PoolAccount
 from refcache.radix_tree import MatchResult, RadixTree
@@ -30,6 +30,9 @@ class TreeNode(BaseNode):
 class RadixCache(RadixTree):
     node_cls: type[BaseNode] = TreeNode
     DLLM_REGRESSION = "radix-dllm-inflight-block"
+    # EAGLE: the tree is keyed by bigrams (``refcache.keys.bigram_key``); the SWA and
+    # Unified caches take it as their ``eagle`` option, as SGLang's ``is_eagle``.
+    bigram_keys = False
 
     def close(self) -> None:
         """Release external resources (process groups, threads); none here."""
@@ -90,7 +93,7 @@ class RadixCache(RadixTree):
 
     def alloc_request(self, req: Req) -> bool:
         """Match the request's prefix, lock it and allocate the rest; False if full."""
-        match = self._match_for_request(req.key())
+        match = self._match_for_request(self.request_key(req))
         self.inc_lock_ref(match.last_device_node)
         # Per-request state first, then KV, as SGLang's scheduler does; a request
         # that cannot be scheduled gives both back (#16067 kept the Mamba slot).
@@ -106,6 +109,23 @@ class RadixCache(RadixTree):
         req.prefix_len = len(match.device_indices)
         req.last_node = match.last_device_node
         return True
+
+    def request_key(self, req: Req, length: int | None = None) -> RadixKey:
+        """The request's radix key of ``length`` entries (all it has by default): its
+        tokens, or with bigram keys the bigrams of its first ``length + 1`` tokens."""
+        if not self.bigram_keys:
+            return req.key(length)
+        tokens = req.token_ids if length is None else req.token_ids[: length + 1]
+        return bigram_key(tokens, req.extra_key)
+
+    def key_units(self, n_tokens: int) -> int:
+        """Entries of the key over ``n_tokens`` tokens: one fewer with bigram keys (the
+        last token's KV is the request's until the next token makes its bigram)."""
+        return max(0, n_tokens - 1) if self.bigram_keys else n_tokens
+
+    def uses_bigram_keys(self) -> bool:
+        """Whether the tree is keyed by bigrams (EAGLE), for the scenario's notes."""
+        return self.bigram_keys
 
     def _match_for_request(self, key: RadixKey) -> MatchResult:
         """hook: the match a new request starts from (HiCache loads host hits back)."""
@@ -136,6 +156,23 @@ class RadixCache(RadixTree):
         req.token_ids.extend(tokens)
         req.kv_indices = torch.cat((req.kv_indices, slots))
         return True
+
+    def reject_draft_tokens(self, req: Req, n: int) -> None:
+        """Speculative decoding: the last ``n`` tokens ``extend_request`` gave ``req``
+        were drafts the target model rejected; their slots go back, as SGLang frees the
+        rejected drafts' ``out_cache_loc`` after the verify step."""
+        if n <= 0:
+            return
+        if n > len(req.kv_indices) - req.prefix_len:
+            raise ValueError(f"req {req.rid}: {n} drafts rejected, but only "
+                             f"{len(req.kv_indices) - req.prefix_len} tokens are uncached")
+        self.kv_pool.free(req.kv_indices[-n:])
+        req.kv_indices = req.kv_indices[:-n].clone()
+        del req.token_ids[-n:]
+        self._reject_request_state(req, n)
+
+    def _reject_request_state(self, req: Req, n: int) -> None:
+        """hook: give back the per-token state of the last ``n`` (rejected) tokens."""
 
     def free_tokens(self, slots: torch.Tensor) -> None:
         """Give back slots from ``alloc_tokens`` that no request's tokens hold (the

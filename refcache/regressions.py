@@ -29,6 +29,13 @@ _PP = (
     "work_list reaped non-blocking at the end of the round (only completed Works) "
     "instead of drained with wait() at the start"
 )
+_FRONTIER = (
+    "SGLang #34870: with EAGLE's bigram keys, the out-of-window SWA frontier of an "
+    "unfinished request is measured from its token count, not its key's length; at a page "
+    "boundary the leaf the insert makes keeps less than a window of live SWA, the re-match "
+    "stops short, cache_protected_len stops advancing and the next insert frees KV the "
+    "tree still owns"
+)
 
 REGISTRY: dict[str, Regression] = {
     r.name: r
@@ -138,6 +145,8 @@ REGISTRY: dict[str, Regression] = {
             "prefetch started at queue entry keeps its host slots, its host node's ref, its "
             "ongoing_prefetch entry and its share of prefetch_tokens_occupied",
         ),
+        Regression("swa-eagle-frontier", 14, "SWARadixCache", _FRONTIER),
+        Regression("unified-eagle-frontier", 14, "UnifiedRadixCache", _FRONTIER),
     )
 }
 

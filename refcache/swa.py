@@ -6,8 +6,11 @@ slots and keep its full KV (``swa_tombstone``). Two LRU lists: ``full``
 (``prev``/``next``, ``lock_ref``) and ``swa`` (non-tombstones only,
 ``swa_prev``/``swa_next``, ``swa_lock_ref``). The window rules (match, locks,
 insert ownership) live in ``refcache.swa_window``, shared with the Unified
-cache. Unlike SGLang, running requests keep all their SWA slots (no freeing of
-tokens that slid out of the window).
+cache. Running requests keep all their SWA slots unless ``free_out_of_window``
+is on (SGLang's default since #34653): then an unfinished request's insert
+first frees the SWA its tokens no longer need (``refcache.swa_window``).
+``eagle`` keys the tree by bigrams, as SGLang does under EAGLE speculative
+decoding (``refcache.keys.bigram_key``).
 
 Incident 1 (``swa-lru-unlink``): a tombstoned parent keeps ``swa_prev``
 pointing at its child (children sit just MRU-side of their parent); once the
@@ -30,17 +33,24 @@ from refcache.pools import PoolAccount, SlotAllocator
 from refcache.radix import MatchResult
 from refcache.req import Req
 from refcache.swa_window import (
+    dead_head,
+    drop_own_swa,
+    keep_own_swa,
     leaf_segment,
     own_swa,
+    reject_swa,
+    release_out_of_window,
     release_window_lock,
+    revival_split,
     revive_or_free,
+    swa_frontier,
+    swa_start,
     take_window_lock,
     window_match,
 )
 
 __all__ = ["SWARadixCache", "TreeNode"]
 
-_NONE = torch.empty(0, dtype=torch.int64)
 
 
 class TreeNode(BaseNode):
@@ -62,6 +72,7 @@ def _holds_swa(node: Any) -> bool:
 class SWARadixCache(HybridRadixCache):
     node_cls = TreeNode
     regression = "swa-lru-unlink"
+    FRONTIER_REGRESSION = "swa-eagle-frontier"
 
     def __init__(
         self,
@@ -70,11 +81,14 @@ class SWARadixCache(HybridRadixCache):
         sliding_window: int,
         page_size: int = 1,
         inject: tuple[str, ...] = (),
+        eagle: bool = False,
+        free_out_of_window: bool = False,
     ) -> None:
         if sliding_window < 1:
             raise ValueError(f"sliding_window must be at least 1, got {sliding_window}")
         self.swa_pool = swa_pool
         self.sliding_window = sliding_window
+        self.bigram_keys, self.free_out_of_window = eagle, free_out_of_window
         super().__init__(kv_pool, page_size, inject)
 
     def reset(self) -> None:
@@ -135,9 +149,26 @@ class SWARadixCache(HybridRadixCache):
 
     def _on_insert_match(self, node: Any, extra: dict[str, Any]) -> None:
         super()._on_insert_match(node, extra)
+        head = revival_split(extra, node, node.swa_tombstone)
+        if head:  # the tail is revived below, the head stays a tombstone
+            self._split_node(node, head)
+            extra["offset"] += head
         revive_or_free(extra, node, node.swa_tombstone, self._give_swa, self.swa_pool)
 
+    def _add_leaf(self, parent: Any, key: RadixKey, value: torch.Tensor, extra: Any) -> Any:
+        """A new leaf; the head whose SWA the caller freed out of window hangs above it
+        as a tombstone (SGLang's insert splits at ``swa_evicted_seqlen``)."""
+        dead = dead_head(extra, len(key))
+        if dead:
+            parent = super()._add_leaf(parent, key[:dead], value[:dead], {"tombstone": True})
+            extra["offset"] += dead
+            key, value = key[dead:], value[dead:]
+        return super()._add_leaf(parent, key, value, extra)
+
     def _leaf_extra(self, leaf: Any, extra: dict[str, Any]) -> None:
+        if extra.get("tombstone"):
+            leaf.swa_tombstone = True  # it gets its child right after: an internal tombstone
+            return
         self._give_swa(leaf, leaf_segment(extra, len(leaf.key)))
 
     def _give_swa(self, node: Any, slots: torch.Tensor) -> None:
@@ -242,17 +273,33 @@ class SWARadixCache(HybridRadixCache):
         return self._extend_with_swa(req, tokens, self.alloc_swa(len(tokens)), self.swa_pool)
 
     def _insert_req(self, req: Req) -> int:
-        """Insert the request's page-aligned tokens, free its duplicate KV; return the length."""
-        length = page_aligned(len(req.kv_indices), self.page_size)
-        own = own_swa(req)
-        prefix = self.insert_with_swa(req.key(length), req.kv_indices[:length], own, req.prefix_len)
+        """Insert the request's page-aligned key, free its duplicate KV; return its length."""
+        length = page_aligned(self.key_units(len(req.kv_indices)), self.page_size)
+        own, start = own_swa(req), swa_start(req)
+        key = self.request_key(req, length)
+        prefix = self.insert_with_swa(key, req.kv_indices[:length], own, start)
         self.kv_pool.free(req.kv_indices[req.prefix_len : max(prefix, req.prefix_len)])
-        req.aux["swa_indices"] = own[length - req.prefix_len :]  # the tree took the rest
+        taken = max(0, length - start)  # the tree took the rest
+        keep_own_swa(req, own[taken:], max(start, length))
         return length
 
     def cache_unfinished_req(self, req: Req) -> None:
-        length = self._insert_req(req)
-        self._resume_at(req, length, f"the window before {length} is not intact")
+        if self.free_out_of_window:
+            self._free_out_of_window(req)
+        self._resume_at(req, self._insert_req(req))
+
+    def _free_out_of_window(self, req: Req) -> None:
+        """Before the insert, free the SWA the request's tokens slid out of (SGLang:
+        ``free_out_of_window_slots(req, len(radix_key) - 1)`` in the unfinished path).
+
+        The frontier keeps a window below the end of the key; under
+        ``swa-eagle-frontier`` (SGLang #34870) it is measured from the token count,
+        which a bigram key is one short of: at a page boundary the insert ends a page
+        lower than the frontier assumed and the leaf keeps less than a window."""
+        spans = (len(req.token_ids) if self.FRONTIER_REGRESSION in self.inject
+                 else self.key_units(len(req.kv_indices)))
+        frontier = swa_frontier(spans - 1, self.sliding_window, self.page_size)
+        release_out_of_window(req, frontier, self.swa_pool)
 
     def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         if not is_insert:  # abort, failure, retraction: nothing is cached
@@ -260,12 +307,15 @@ class SWARadixCache(HybridRadixCache):
             return
         length = self._insert_req(req)
         self.kv_pool.free(req.kv_indices[length:])  # the unaligned tail is not cached
-        self.swa_pool.free(req.aux.pop("swa_indices", _NONE))
+        self.swa_pool.free(drop_own_swa(req))
         self.dec_lock_ref(req.last_node)
         req.last_node = None
 
     def _release_request_state(self, req: Req) -> None:
-        self.swa_pool.free(req.aux.pop("swa_indices", _NONE))
+        self.swa_pool.free(drop_own_swa(req))
+
+    def _reject_request_state(self, req: Req, n: int) -> None:
+        reject_swa(req, n, self.swa_pool)
 
     def _unschedule_request_state(self, req: Req) -> None:
         self._release_request_state(req)  # KV did not fit: its SWA slots go back too

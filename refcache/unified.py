@@ -11,7 +11,10 @@ the checks.
 Incidents: ``unified-lru-unlink`` (1: the lists' ``_unlink`` leaves
 ``lru_prev[pt]``/``lru_next[pt]`` set, so a tombstoned parent's entry closes a
 cycle with its deleted child) and ``unified-pp-sync-no-drain`` (3: PP sends
-reaped non-blocking at the end of the round instead of drained at its start).
+reaped non-blocking at the end of the round instead of drained at its start) and
+``unified-eagle-frontier`` (14, SGLang #34870: with bigram keys, ``eagle``, the
+SWA component's out-of-window frontier measured from the token count, so the
+leaf the unfinished insert makes keeps less than a window of live SWA).
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from refcache.pools import PoolAccount, SlotAllocator, StatePool
 from refcache.pp_sync import PAYLOAD_DTYPE, PPSyncLike
 from refcache.radix import MatchResult
 from refcache.req import Req
-from refcache.swa_window import own_swa
+from refcache.swa_window import (
+    drop_own_swa,
+    keep_own_swa,
+    own_swa,
+    reject_swa,
+    release_out_of_window,
+    swa_frontier,
+    swa_start,
+)
 from refcache.unified_tree import UnifiedTree
 
 __all__ = ["TreeNode", "UnifiedRadixCache"]
@@ -50,6 +61,7 @@ class UnifiedRadixCache(UnifiedTree):
     node_cls = TreeNode
     regression = "unified-lru-unlink"
     pp_regression = "unified-pp-sync-no-drain"
+    FRONTIER_REGRESSION = "unified-eagle-frontier"
 
     def __init__(
         self,
@@ -60,8 +72,13 @@ class UnifiedRadixCache(UnifiedTree):
         pp: PPSyncLike | None = None,
         sliding_window: int | None = None,
         pp_payload: int = 1,
+        eagle: bool = False,
+        free_out_of_window: bool = False,
     ) -> None:
         self.pp, self.pp_payload = pp, pp_payload
+        # As SGLang's tree core: bigram keys only without a Mamba component.
+        self.bigram_keys = eagle and "mamba" not in components
+        self.free_out_of_window = free_out_of_window
         super().__init__(kv_pool, components, page_size, inject, sliding_window)
 
     def _states(self) -> StatePool:
@@ -98,9 +115,13 @@ class UnifiedRadixCache(UnifiedTree):
         if req.state_slot is not None:
             self._states().free(req.state_slot)
             req.state_slot = None
+        slots = drop_own_swa(req)
         if self.swa is not None:
-            self.swa.pool.free(own_swa(req))
-        req.aux.pop("swa_indices", None)
+            self.swa.pool.free(slots)
+
+    def _reject_request_state(self, req: Req, n: int) -> None:
+        if self.swa is not None:
+            reject_swa(req, n, self.swa.pool)
 
     # Takes no ``slots`` (KV slots allocated before, for overlap scheduling): with an SWA
     # component a decoded token needs an SWA slot too; the scheduler runs it without overlap.
@@ -112,15 +133,16 @@ class UnifiedRadixCache(UnifiedTree):
 
     def _insert_req(self, req: Req, state: torch.Tensor | None) -> int:
         """Insert the request's page-aligned tokens, free what the tree already had."""
-        length = page_aligned(len(req.kv_indices), self.page_size)
-        own = own_swa(req)
+        length = page_aligned(self.key_units(len(req.kv_indices)), self.page_size)
+        own, start = own_swa(req), swa_start(req)
         prefix, exist = self.insert_with(
-            req.key(length), req.kv_indices[:length], state, own, req.prefix_len
+            self.request_key(req, length), req.kv_indices[:length], state, own, start
         )
         if exist and state is not None:
             self._states().free(state)
         self.kv_pool.free(req.kv_indices[req.prefix_len : max(prefix, req.prefix_len)])
-        req.aux["swa_indices"] = own[length - req.prefix_len :]  # the tree took the rest
+        if self.swa is not None:  # the tree took the rest
+            keep_own_swa(req, own[max(0, length - start) :], max(start, length))
         return length
 
     def cache_unfinished_req(self, req: Req) -> None:
@@ -131,8 +153,25 @@ class UnifiedRadixCache(UnifiedTree):
             if donated is None:
                 raise MemoryError("mamba pool exhausted by locked states")
             self._states().copy_from(req.state_slot, donated)
-        length = self._insert_req(req, donated)
-        self._resume_at(req, length, f"the tree cannot resume at {length}")
+        if self.free_out_of_window and self.swa is not None:
+            self._free_out_of_window(req)
+        self._resume_at(req, self._insert_req(req, donated))
+
+    def _free_out_of_window(self, req: Req) -> None:
+        """Before the insert, free the SWA the request's tokens slid out of: SGLang's
+        ``comp.free_out_of_window_slots(req, len(radix_key) - 1, ...)`` in
+        ``UnifiedRadixCache``'s unfinished path (unified_radix_cache.py).
+
+        Under ``unified-eagle-frontier`` (SGLang #34870) the frontier is measured
+        from the token count, which a bigram key is one entry short of: at a page
+        boundary the insert ends a page below where the frontier assumed, and the
+        leaf keeps less than a window of live SWA."""
+        if self.swa is None:
+            return
+        spans = (len(req.token_ids) if self.FRONTIER_REGRESSION in self.inject
+                 else self.key_units(len(req.kv_indices)))
+        frontier = swa_frontier(spans - 1, self.sliding_window, self.page_size)
+        release_out_of_window(req, frontier, self.swa.pool)
 
     def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         """The tree takes the request's own state slot (freed if it had one)."""

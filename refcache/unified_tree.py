@@ -22,8 +22,10 @@ from refcache.lru import LRUList
 from refcache.pools import SlotAllocator, StatePool
 from refcache.radix import MatchResult
 from refcache.swa_window import (
+    dead_head,
     leaf_segment,
     release_window_lock,
+    revival_split,
     revive_or_free,
     take_window_lock,
     window_match,
@@ -140,6 +142,10 @@ class UnifiedTree(HybridRadixCache):
         super()._on_insert_match(node, extra)
         if self.swa is not None:
             tombstone = not self.swa.has(node)
+            head = revival_split(extra, node, tombstone)
+            if head:  # the tail is revived below, the head stays a tombstone
+                self._split_node(node, head)
+                extra["offset"] += head
             revive_or_free(extra, node, tombstone, self.swa.give, self.swa.pool)
 
     def _on_insert_end(self, node: Any, extra: dict[str, Any]) -> None:
@@ -148,7 +154,19 @@ class UnifiedTree(HybridRadixCache):
         else:
             extra["mamba_exist"] = True
 
+    def _add_leaf(self, parent: Any, key: RadixKey, value: torch.Tensor, extra: Any) -> Any:
+        """A new leaf; the head whose SWA the caller freed out of window hangs above it
+        as a tombstone of every component (it has a child: an internal node)."""
+        dead = dead_head(extra, len(key)) if self.swa is not None else 0
+        if dead:
+            parent = super()._add_leaf(parent, key[:dead], value[:dead], {"tombstone": True})
+            extra["offset"] += dead
+            key, value = key[dead:], value[dead:]
+        return super()._add_leaf(parent, key, value, extra)
+
     def _leaf_extra(self, leaf: Any, extra: dict[str, Any]) -> None:
+        if extra.get("tombstone"):
+            return
         if self.mamba is not None:
             self.mamba.give(leaf, extra["state"])
         if self.swa is not None:

@@ -92,6 +92,12 @@ def not_taken(run: RunData) -> list[str]:
         disagg = record.get("disagg_not_taken")
         if disagg:
             sentences.append(f"disaggregated prefill and decode not run: {disagg}.")
+        speculation = record.get("speculation_not_taken")
+        if speculation:
+            sentences.append(f"speculative decoding not run: {speculation}.")
+        bigrams = record.get("bigram_keys_not_taken")
+        if bigrams:
+            sentences.append(f"bigram keys not taken: {bigrams}.")
         sentences += [f"the target says: {line.rstrip('.')}." for line in
                       record.get("target_notes") or ()]
     return sentences

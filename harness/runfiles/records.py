@@ -325,6 +325,8 @@ class NotesLine(TypedDict):
     overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     sessions_not_taken: NotRequired[str]  # why streaming sessions did not run: a missing call
     disagg_not_taken: NotRequired[str]  # why a PD load ran as one engine: a missing call
+    speculation_not_taken: NotRequired[str]  # why speculative decoding did not run
+    bigram_keys_not_taken: NotRequired[str]  # why EAGLE's bigram keys were not exercised
     # Counter gauge -> what it counts: what the run must see rise after its warm-up
     # (harness.analysis.seen); a run that saw none of one judged nothing.
     expects: NotRequired[dict[str, str]]

@@ -46,6 +46,9 @@ The host tier (``host.py``): 0.5.11 and 0.5.17 run ``HiRadixCache`` and
 SGLang's file storage backend when the scenario has a storage tier; a host pool no larger
 than the device pool (himamba-stale-leaf) is declined: SGLang's host pools refuse it.
 
+Scenarios asking for EAGLE's bigram keys (``eagle``: swa-spec, unified-spec) are
+declined: their verify step is a speculative worker's, over a draft and a target model.
+
 ``family="unified-full"`` builds ``UnifiedRadixCache`` with the full component alone;
 ``tree_core="python"`` (default here: its nodes can be counted) or ``"rust"`` picks
 0.5.23's tree core.
@@ -69,6 +72,11 @@ UNMAPPED = {
           "SGLang's disaggregation scheduler's (disaggregation/prefill.py, decode.py, with a "
           "transfer backend), not its tree cache's, which is all this target builds",
 }
+# A scenario whose cache options ask for EAGLE's bigram keys (swa-spec, unified-spec).
+EAGLE = ("the speculative scenarios need EAGLE's verify step, which SGLang runs in its "
+         "speculative worker on a draft model's and the target model's forward passes "
+         "(accepting drafts and freeing the rejected ones' out_cache_loc), and this target "
+         "drives SGLang's caches without a model")
 
 
 def family_of(options: Mapping[str, Any]) -> str:
@@ -101,6 +109,8 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
         raise ValueError(f"the SGLang target runs SGLang's code as released; it has no "
                          f"regressions to switch on (got {list(inject)})")
     family = family_of(options)
+    if options.get("eagle"):
+        raise glue.GlueError(f"not mapped on SGLang: {EAGLE}")
     if family in UNMAPPED:
         raise glue.GlueError(f"not mapped on SGLang: {UNMAPPED[family]}")
     if family in host.FAMILIES:  # the host tier: scenarios/sglang/host.py
@@ -131,6 +141,8 @@ def declines(options: Mapping[str, Any]) -> str | None:
 
     ``leak-harness check --target sglang`` makes such cells n/a before any worker starts."""
     family = family_of(options)
+    if options.get("eagle"):
+        return EAGLE
     if family in UNMAPPED:
         return UNMAPPED[family]
     if family in host.FAMILIES:

@@ -32,6 +32,7 @@ from scenarios.workloads.exits import (
 from scenarios.workloads.protocol import PrefixCache, missing_methods
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.sessions import SessionDriver
+from scenarios.workloads.speculative import ACTIVITY as SPEC_ACTIVITY
 from scenarios.workloads.traffic import Traffic, TrafficShape
 
 # Every cache scenario's budgets. The signals any process has: RSS (what production
@@ -163,6 +164,10 @@ class CacheWorkload:
             "cached_tokens": lambda: self.cache.full_evictable_size()
             + self.cache.full_protected_size(),
         }
+        spec = s.speculative
+        if spec is not None:  # verify steps and drafts rejected: the path was taken
+            gauges["spec_verified"] = lambda: spec.verified
+            gauges["drafts_rejected"] = lambda: spec.rejected
         if s.load.exits.on:  # the count of each exit path is a gauge
             for path in PATHS:
                 gauges[exit_gauge(path)] = functools.partial(s.exits.__getitem__, path)
@@ -195,6 +200,10 @@ class CacheWorkload:
             notes["sessions_not_taken"] = self.scheduler.skipped_sessions
         if self.skipped_disagg:
             notes["disagg_not_taken"] = self.skipped_disagg
+        if self.scheduler.skipped_speculation:
+            notes["speculation_not_taken"] = self.scheduler.skipped_speculation
+        if self.scheduler.skipped_bigrams:
+            notes["bigram_keys_not_taken"] = self.scheduler.skipped_bigrams
         notes["expects"] = {**expected_activity(self.scheduler), **pd_expects(self.scheduler)}
         said = getattr(self.cache, "notes", None)  # a target's own: what it does not drive
         if callable(said):
@@ -245,6 +254,8 @@ def expected_activity(scheduler: Scheduler) -> dict[str, str]:
         expects.update(SESSION_ACTIVITY)
         if scheduler.sessions.config.abort_turn > 0 and scheduler.sessions.can_abort:
             expects["session_turn_aborts"] = "session turns aborted mid-stream"
+    if scheduler.speculative is not None:
+        expects.update(SPEC_ACTIVITY)
     exits = scheduler.load.exits
     if exits.on:
         asked = {ABORT_WAITING: exits.abort_waiting > 0, TIMEOUT: exits.timeout_steps > 0,

@@ -100,6 +100,23 @@ class PrefixCache(Protocol):
         slots=...)``, overlap scheduling is not run."""
         ...
 
+    def reject_draft_tokens(self, req: Req, n: int) -> None:
+        """Optional (speculative decoding, ``scenarios.workloads.speculative``). The last
+        ``n`` tokens ``extend_request`` gave ``req`` were drafts the verify step rejected:
+        drop them from the request and give their slots back (SGLang frees the rejected
+        drafts' ``out_cache_loc``). Without it a speculative scenario decodes token by
+        token, and its notes say so (``speculation_not_taken``)."""
+        ...
+
+    def uses_bigram_keys(self) -> bool:
+        """Optional (speculative decoding). Whether the tree is keyed by EAGLE's bigrams
+        (pairs of consecutive tokens, one entry fewer than the tokens they span), which
+        a speculative scenario asks of the factory with the keyword ``eagle=True``. A
+        factory that takes no ``eagle`` is not given it; a cache without this method,
+        or answering False, runs the scenario on its own keys and the notes say the
+        bigram-key paths were not exercised (``bigram_keys_not_taken``)."""
+        ...
+
     def cache_unfinished_req(self, req: Req) -> None:
         """Insert what the request has computed (chunked prefill) and re-lock."""
         ...

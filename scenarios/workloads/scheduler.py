@@ -26,6 +26,10 @@ also "no batch in flight". The scheduler takes the regressions of the run
 
 With ``Load.sessions`` on, some arrivals are turns of streaming sessions that
 keep their memory in the cache between turns (``scenarios.workloads.sessions``).
+
+With ``Load.speculation`` on, decode runs as EAGLE speculative decoding
+(``scenarios.workloads.speculative``): each step drafts tokens, verifies them and
+gives the rejected drafts' slots back.
 """
 
 from __future__ import annotations
@@ -57,6 +61,12 @@ from scenarios.workloads.protocol import PrefixCache, as_bool
 from scenarios.workloads.request_state import Running, Waiting
 from scenarios.workloads.sessions import SessionDriver, Sessions
 from scenarios.workloads.sessions import missing_calls as missing_session_calls
+from scenarios.workloads.speculative import (
+    Speculation,
+    SpeculativeDecode,
+    bigram_note,
+    missing_call,
+)
 from scenarios.workloads.traffic import Traffic
 
 
@@ -93,6 +103,8 @@ class Load:
     # One side of disaggregated prefill and decode (scenarios.workloads.disagg): requests
     # pass a bootstrap and a KV transfer around the queues below; None: one engine.
     disagg: DisaggLoad | None = None
+    # EAGLE speculative decoding: drafts per step, verified, rejected ones freed.
+    speculation: Speculation = field(default_factory=Speculation)
 
     def __post_init__(self) -> None:
         if self.overlap and self.dllm_block:
@@ -102,6 +114,9 @@ class Load:
             raise ValueError("streaming sessions run on their own: without the exit load, "
                              "overlap scheduling or dLLM blocks (a retracted turn would keep "
                              "its session's memory, which this model does not follow)")
+        if self.speculation.on and (self.overlap or self.dllm_block or self.sessions.on):
+            raise ValueError("speculative decoding is modelled without overlap scheduling "
+                             "and without dLLM blocks or sessions")
 
     def arrivals(self, step: int, carry: float) -> tuple[int, float]:
         """How many requests arrive at this step, and the fractional carry."""
@@ -142,6 +157,13 @@ class Scheduler:
         self.skipped_overlap = missing_calls(cache) if load.overlap else None
         self.overlap = (OverlapDecode(self, load.decode_per_step, validate(regressions))
                         if load.overlap and self.skipped_overlap is None else None)
+        # Why speculation, asked for, is not run (a missing call), and whether the cache's
+        # tree takes EAGLE's bigram keys (a note when it does not).
+        spec = load.speculation
+        self.skipped_speculation = missing_call(cache) if spec.on else None
+        self.speculative = (SpeculativeDecode(cache, spec, seed)
+                            if spec.on and self.skipped_speculation is None else None)
+        self.skipped_bigrams = bigram_note(cache) if self.speculative is not None else None
         # Fates come from their own stream, so the traffic is the same with exits on or off.
         self._fates = random.Random(f"exits-{seed}")
         # Why sessions, asked for, are not run: the cache lacks a session call.
@@ -351,11 +373,19 @@ class Scheduler:
         return [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
 
     def _next_tokens(self, run: Running) -> bool:
-        """Autoregressive decode: a few new tokens with their slots."""
-        n = min(self.load.decode_per_step, run.request.output_len - len(run.generated))
-        tokens = self._draft(n)
-        ok = n == 0 or self.cache.extend_request(run.req, tokens)
-        if ok and n:
+        """Autoregressive decode: a few new tokens with their slots (with speculation,
+        one verify step: the drafts it accepts)."""
+        left = run.request.output_len - len(run.generated)
+        if left <= 0:
+            return True
+        if self.speculative is not None:
+            drafts = self._draft(min(self.load.speculation.draft_tokens, left))
+            accepted = self.speculative.verify(run.req, drafts)
+            tokens, ok = accepted or [], accepted is not None
+        else:
+            tokens = self._draft(min(self.load.decode_per_step, left))
+            ok = self.cache.extend_request(run.req, tokens)
+        if ok:
             run.generated.extend(tokens)
             self.decoded += 1
         return ok
