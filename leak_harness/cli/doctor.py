@@ -111,6 +111,9 @@ def headline(found: Any) -> str:
         return f"NOT EXERCISED: streaming sessions are off ({found.sessions_off})"
     if getattr(found, "disagg_off", None) is not None:
         return f"NOT EXERCISED: disaggregated prefill and decode is off ({found.disagg_off})"
+    speculation_off = getattr(found, "speculation_off", None)
+    if speculation_off is not None:
+        return f"NOT EXERCISED: speculative decoding is off ({speculation_off})"
     if not found.exercised:
         return (f"NOT EXERCISED: none of its {found.exit_paths} exit paths is taken ({why})")
     rate = "" if found.ops_per_s is None else f", {found.ops_per_s:,.0f} ops/s"

@@ -24,6 +24,8 @@ from scenarios.workloads.overlap import missing_calls as missing_overlap_calls
 from scenarios.workloads.protocol import missing_methods
 from scenarios.workloads.sessions import CALLS as SESSION_CALLS
 from scenarios.workloads.sessions import missing_calls as missing_session_calls
+from scenarios.workloads.speculative import CALL as SPEC_CALL
+from scenarios.workloads.speculative import missing_call as missing_spec_call
 
 OPTIONAL = {
     "pool_accounting": "the idle books check (available + evictable + protected == size) "
@@ -45,6 +47,7 @@ class Diagnosis:
     overlap_off: str | None = None
     sessions_off: str | None = None  # why streaming sessions, asked for, are off
     disagg_off: str | None = None  # why a PD scenario runs as one engine: a missing PD call
+    speculation_off: str | None = None  # why speculative decoding, asked for, is off
     ops_per_s: float | None = None
 
     @property
@@ -54,11 +57,11 @@ class Diagnosis:
     @property
     def exercised(self) -> bool:
         """False when what the scenario is for does not run on this cache: every exit path
-        its load asks for is skipped, or the overlap scheduling or the streaming sessions
-        it asks for are off."""
+        its load asks for is skipped, or the overlap scheduling, the streaming sessions, the
+        disaggregated prefill and decode or the speculative decoding it asks for are off."""
         all_skipped = bool(self.exit_paths) and len(self.skipped_paths) >= self.exit_paths
         return (not all_skipped and self.overlap_off is None and self.sessions_off is None
-                and self.disagg_off is None)
+                and self.disagg_off is None and self.speculation_off is None)
 
 
 def diagnose(scenario_name: str, target: str, seconds: float = 2.0) -> Diagnosis:
@@ -106,6 +109,7 @@ def _methods(cache: Any, found: Diagnosis) -> bool:
     _exit_calls(cache, found)
     _overlap_calls(cache, found)
     _session_calls(cache, found)
+    _speculative_calls(cache, found)
     return not missing
 
 
@@ -145,6 +149,16 @@ def _overlap_calls(cache: Any, found: Diagnosis) -> None:
                            f"{missing}.")
 
 
+def _speculative_calls(cache: Any, found: Diagnosis) -> None:
+    """Whether the cache can run speculative decoding (the *-spec scenarios)."""
+    missing = missing_spec_call(cache)
+    if missing is None:
+        found.facts.append(f"speculative-decoding call implemented: {SPEC_CALL}.")
+    else:
+        found.facts.append(f"speculative decoding is not run (the *-spec scenarios decode "
+                           f"token by token): {missing}.")
+
+
 def _coverage(workload: Any, found: Diagnosis) -> None:
     """The exit paths and overlap scheduling this scenario's load asks for, and which of
     them the cache cannot take (the scheduler skips those)."""
@@ -161,6 +175,8 @@ def _coverage(workload: Any, found: Diagnosis) -> None:
         found.sessions_off = getattr(scheduler, "skipped_sessions", None)
     if load.disagg is not None:
         found.disagg_off = getattr(workload, "skipped_disagg", None)
+    if load.speculation.on:
+        found.speculation_off = getattr(scheduler, "skipped_speculation", None)
 
 
 def _gauges(workload: Any, found: Diagnosis) -> dict[str, Any]:
