@@ -52,7 +52,6 @@ from refcache.swa_window import (
 __all__ = ["SWARadixCache", "TreeNode"]
 
 
-
 class TreeNode(BaseNode):
     def __init__(self) -> None:
         super().__init__()
