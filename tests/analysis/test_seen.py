@@ -98,6 +98,16 @@ def test_paths_the_cache_cannot_take_are_said_not_judged() -> None:
     assert analysis.verdict == "pass" and analysis.reasons[-3:] == not_taken(run)
 
 
+def test_speculation_and_bigram_keys_not_taken_are_said() -> None:
+    run = counting(set(EXPECTS))
+    run.notes.append({"type": "notes", "t": 10.0, "expects": dict(EXPECTS),
+                      "speculation_not_taken": "the cache has no reject_draft_tokens(req, n)",
+                      "bigram_keys_not_taken": "uses_bigram_keys() missing"})
+    assert not_taken(run) == [
+        "speculative decoding not run: the cache has no reject_draft_tokens(req, n).",
+        "bigram keys not taken: uses_bigram_keys() missing."]
+
+
 def test_what_a_target_says_it_does_not_drive_is_in_the_reasons() -> None:
     run = counting(set(EXPECTS))
     run.notes.append({"type": "notes", "t": 10.0, "expects": dict(EXPECTS),
