@@ -273,6 +273,43 @@ def pd_decode_cache(
                        metadata_size=metadata_size, req_slots=req_slots)
 
 
+def unified_hicache(
+    inject: Sequence[str] = (),
+    kv_size: int = 8192,
+    mamba_size: int | None = 64,
+    host_size: int = 4096,
+    mamba_host_size: int | None = None,
+    page_size: int = 1,
+    conv_shape: tuple[int, ...] = CONV_SHAPE,
+    ssm_shape: tuple[int, ...] = SSM_SHAPE,
+    write_through_threshold: int = 2,
+    load_back_threshold: int = 2,
+    latency_ticks: int = 2,
+    kv_row_elems: int = 8,
+) -> Any:
+    """UnifiedRadixCache with a host tier (SGLang's init_hicache), FULL or FULL+MAMBA
+    (SGLang #30986 as ``unified-loadback-abort-mamba``).
+
+    - ``mamba_size``: device Mamba state slots (None: FULL only).
+    - ``mamba_host_size``: host Mamba state slots (default: ``2 * mamba_size``).
+    - the others as for :func:`himamba_cache`.
+    """
+    from refcache.unified_host import HiUnifiedRadixCache
+
+    kv = SlotAllocator(kv_size)
+    components: dict[str, SlotAllocator] = {"full": kv}
+    mamba_host = None
+    if mamba_size is not None:
+        shapes = (tuple(conv_shape), tuple(ssm_shape))
+        components["mamba"] = StatePool(mamba_size, *shapes)
+        host_states = 2 * mamba_size if mamba_host_size is None else mamba_host_size
+        mamba_host = StatePool(host_states, *shapes, name="mamba_host")
+    return HiUnifiedRadixCache(
+        kv, components, HostPool(host_size, kv_row_elems), mamba_host, page_size,
+        tuple(inject), write_through_threshold, load_back_threshold, latency_ticks,
+    )
+
+
 # ---------------------------------------------------------------------- pipelines
 def _pipeline(world_size: int, lag_s: float, payload: int, timeout_s: float) -> Pipeline | None:
     if world_size <= 1:

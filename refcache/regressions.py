@@ -97,6 +97,15 @@ REGISTRY: dict[str, Regression] = {
         ),
         Regression("unified-pp-sync-no-drain", 3, "UnifiedRadixCache", _PP),
         Regression(
+            "unified-loadback-abort-mamba",
+            15,
+            "HiUnifiedRadixCache",
+            "SGLang #30986 (fixed in v0.5.17): the Mamba component prepares a load back by "
+            "giving the request a device state slot before the load is known to go through; "
+            "a load called off (no room for the KV or the node's state) never gives it back",
+        ),
+
+        Regression(
             "hiradix-host-indices-view",
             5,
             "HiRadixCache",
