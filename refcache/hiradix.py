@@ -26,10 +26,9 @@ from typing import Any
 import torch
 
 from refcache.checks import check_links, check_list_members
-from refcache.host_tier import HostTier
+from refcache.host_backup import HostNode
+from refcache.host_tier import HostListTier
 from refcache.keys import RadixKey, child_key, page_aligned
-from refcache.lru import LRUList
-from refcache.node import BaseNode
 from refcache.pools import HostPool, PoolAccount, SlotAllocator
 from refcache.pp_sync import PPSync
 from refcache.prefetch import POLICIES, PrefetchOperation, ready
@@ -43,18 +42,10 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 ABORT_PREFETCH = "hiradix-abort-prefetch"
 
 
-class TreeNode(BaseNode):
+class TreeNode(HostNode):
     def __init__(self) -> None:
         super().__init__()
-        self.host_value: torch.Tensor | None = None
-        self.loading = False
-        self.host_prev: Any = None
-        self.host_next: Any = None
         self.host_ref_counter = 0  # prefetches in flight under this node (protect_host)
-
-    @property
-    def backuped(self) -> bool:
-        return self.host_value is not None
 
     @property
     def host_lock(self) -> int:
@@ -62,7 +53,7 @@ class TreeNode(BaseNode):
         return self.lock_ref + self.host_ref_counter
 
 
-class HiRadixCache(HostTier):
+class HiRadixCache(HostListTier):
     node_cls = TreeNode
     pp_regression = "hiradix-pp-sync-no-drain"
 
@@ -106,11 +97,6 @@ class HiRadixCache(HostTier):
         self.ongoing_prefetch: dict[int, PrefetchOperation] = {}
         self.prefetch_tokens_occupied = 0
         self.rounds = 0
-
-    def reset(self) -> None:
-        super().reset()
-        # Host-only nodes, in the order they were demoted: host eviction's candidates.
-        self.host_lru_list = LRUList("host_prev", "host_next", "host_lock", self._clears_pointers())
 
     # ------------------------------------------------------------------ events
     def check_hicache_events(self) -> None:
@@ -315,31 +301,6 @@ class HiRadixCache(HostTier):
         """Nothing on the host: delete it from the tree (a leaf only, as SGLang asserts)."""
         assert len(x.children) == 0, f"non-leaf, {x.id=}"
         return self._evict_leaf(x)
-
-    def _on_unevict(self, node: Any) -> None:
-        self.host_lru_list.remove_node(node)
-
-    def _list_insert_split(self, new: Any, child: Any) -> None:
-        if not child.evicted:
-            super()._list_insert_split(new, child)
-            return
-        self.host_lru_list.members[new.id] = new
-        self.host_lru_list._link_after(child, new)  # the parent sits just LRU-side of its child
-
-    def evict_host(self, num_tokens: int) -> int:
-        """Delete host-only leaves, least recently demoted first."""
-        evicted = 0
-        x = self.host_lru_list.leaf_lru_no_lock()
-        while evicted < num_tokens and x is not None:
-            x_next = self.host_lru_list.prev_leaf_no_lock(x)
-            parent = x.parent
-            evicted += self._free_host(x)
-            self.host_lru_list.remove_node(x)
-            self._delete_leaf(x)
-            if parent.evicted and not parent.children:
-                x_next = self.host_lru_list.leaf_lru_no_lock()  # the parent is a host leaf now
-            x = x_next
-        return evicted
 
     # ------------------------------------------------------------------ introspection
     def stats(self) -> dict[str, float]:

@@ -17,16 +17,41 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from refcache.controller import CacheController
 from refcache.keys import RadixKey, child_key, match_length
-from refcache.node import tick
-from refcache.pools import HostPool, PoolAccount, SlotAllocator
+from refcache.node import BaseNode, tick
+from refcache.pools import HostPool, PoolAccount, SlotAllocator, StatePool
 from refcache.pp_sync import PPSync
 from refcache.radix import RadixCache
+
+
+class HostNode(BaseNode):
+    """A node's host side: its host copy, whether a load is in flight, the host list links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.host_value: torch.Tensor | None = None
+        self.loading = False
+        self.host_prev: Any = None
+        self.host_next: Any = None
+
+    @property
+    def backuped(self) -> bool:
+        return self.host_value is not None
+
+
+def alloc_host_state(pool: StatePool, evict: Callable[[int], int]) -> torch.Tensor | None:
+    """A host state slot, dropping the least recently used host state if the pool is full."""
+    slot = pool.alloc(1)
+    if slot is None:
+        evict(1)
+        slot = pool.alloc(1)
+    return slot
 
 
 class HostBackup(RadixCache, metaclass=ABCMeta):

@@ -10,13 +10,15 @@ each cache's ``check_hicache_events``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from refcache.host_backup import HostBackup
-from refcache.keys import RadixKey
+from refcache.keys import RadixKey, page_aligned
+from refcache.lru import LRUList
 from refcache.pp_sync import PAYLOAD_DTYPE
 from refcache.radix import MatchResult
 from refcache.req import Req
@@ -41,6 +43,32 @@ class HostTier(HostBackup):
         if last is not match.last_host_node:
             return match
         return MatchResult(self._path_values(last), last, last)
+
+    def _state_match(self, key: RadixKey, usable: Callable[[Any], bool],
+                     resumable: Callable[[Any], bool]) -> MatchResult:
+        """A match for caches whose requests resume from a state: the device match ends at
+        the deepest node ``usable`` as is, the host hit at the deepest ``resumable`` one
+        on either tier (loading it restores the state)."""
+        key = key[: page_aligned(len(key), self.page_size)]
+        values, last = self._match_helper(key)
+        device = torch.cat(values) if values else _EMPTY
+        end, _ = self._host_tail(last, key[len(device) :])
+        best = self._deepest(last, usable)
+        resume = self._deepest(end, resumable)
+        depth = self._depth(best)
+        host_hit = self._depth(resume) - depth
+        return MatchResult(device[:depth], best, resume if host_hit else best, host_hit)
+
+    def _deepest(self, node: Any, ok: Callable[[Any], bool]) -> Any:
+        while node is not self.root_node and not ok(node):
+            node = node.parent
+        return node
+
+    def _depth(self, node: Any) -> int:
+        depth = 0
+        while node is not self.root_node:
+            depth, node = depth + len(node.key), node.parent
+        return depth
 
     def _path_values(self, node: Any) -> torch.Tensor:
         values = []
@@ -162,3 +190,47 @@ class HostTier(HostBackup):
                                and not n.parent.backuped),
             "copies_in_flight": self.cache_controller.in_flight(),
         }
+
+
+class HostListTier(HostTier):
+    """A host tier whose host-only nodes sit in one LRU list (``host_lru_list``), in the
+    order they were demoted: host eviction takes its leaves from it (HiRadixCache, and
+    the Unified cache's tier). Not used on its own."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.host_lru_list = LRUList("host_prev", "host_next", "host_lock", self._clears_pointers())
+
+    def _on_unevict(self, node: Any) -> None:
+        self.host_lru_list.remove_node(node)
+
+    def _list_insert_split(self, new: Any, child: Any) -> None:
+        if not child.evicted:
+            super()._list_insert_split(new, child)
+            return
+        self.host_lru_list.members[new.id] = new
+        self.host_lru_list._link_after(child, new)  # the parent sits just LRU-side of its child
+
+    def evict_host(self, num_tokens: int) -> int:
+        """Delete host-only leaves, least recently demoted first."""
+        evicted = 0
+        x = self.host_lru_list.leaf_lru_no_lock()
+        while evicted < num_tokens and x is not None:
+            x_next = self.host_lru_list.prev_leaf_no_lock(x)
+            parent = x.parent
+            evicted += self._free_host_leaf(x)
+            self.host_lru_list.remove_node(x)
+            self._delete_leaf(x)
+            if parent.evicted and not parent.children:
+                x_next = self.host_lru_list.leaf_lru_no_lock()  # the parent is a host leaf now
+            else:
+                self._after_host_leaf(parent)
+            x = x_next
+        return evicted
+
+    def _free_host_leaf(self, x: Any) -> int:
+        """hook: free what a host leaf holds on the host; its tokens."""
+        return self._free_host(x)
+
+    def _after_host_leaf(self, parent: Any) -> None:
+        """hook: a host leaf under a device node was deleted."""

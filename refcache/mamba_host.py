@@ -10,20 +10,18 @@ KV. Host-leaf candidates and deletion (incident 2's site) stay in
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from refcache.checks import check_list_members
+from refcache.host_backup import alloc_host_state
 from refcache.host_tier import HostTier
-from refcache.keys import RadixKey, page_aligned
+from refcache.keys import RadixKey
 from refcache.lru import LRUList
 from refcache.mamba import MambaRadixCache
 from refcache.pools import PoolAccount, StatePool
 from refcache.radix import MatchResult, RadixCache
-
-_EMPTY = torch.empty(0, dtype=torch.int64)
 
 
 def has_any_state(node: Any) -> bool:
@@ -47,26 +45,7 @@ class MambaHostTier(HostTier, MambaRadixCache):
     def match_prefix(self, key: RadixKey) -> MatchResult:
         """Device match up to the deepest device state; the host hit reaches the
         deepest node with a state on either tier (loading it restores the state)."""
-        key = key[: page_aligned(len(key), self.page_size)]
-        values, last = self._match_helper(key)
-        device = torch.cat(values) if values else _EMPTY
-        end, _ = self._host_tail(last, key[len(device) :])
-        best = self._deepest(last, lambda n: n.mamba_value is not None)
-        resumable = self._deepest(end, has_any_state)
-        depth = self._depth(best)
-        host_hit = self._depth(resumable) - depth
-        return MatchResult(device[:depth], best, resumable if host_hit else best, host_hit)
-
-    def _deepest(self, node: Any, ok: Callable[[Any], bool]) -> Any:
-        while node is not self.root_node and not ok(node):
-            node = node.parent
-        return node
-
-    def _depth(self, node: Any) -> int:
-        depth = 0
-        while node is not self.root_node:
-            depth, node = depth + len(node.key), node.parent
-        return depth
+        return self._state_match(key, lambda n: n.mamba_value is not None, has_any_state)
 
     def _needs_load(self, node: Any) -> bool:
         state_on_host_only = node.mamba_value is None and node.mamba_host_value is not None
@@ -110,10 +89,7 @@ class MambaHostTier(HostTier, MambaRadixCache):
     def _backup_state(self, node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         if node.mamba_value is None:
             return None
-        slot = self.mamba_host_pool.alloc(1)
-        if slot is None:
-            self.evict_mamba_host(1)
-            slot = self.mamba_host_pool.alloc(1)
+        slot = alloc_host_state(self.mamba_host_pool, self.evict_mamba_host)
         if slot is None:
             return None  # back up the KV alone
         node.mamba_host_value = slot

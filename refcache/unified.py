@@ -261,6 +261,10 @@ class UnifiedRadixCache(UnifiedTree):
             raise AssertionError(f"pools: fewer slots in use than the tree holds: {outside}")
         if held is None and sum(outside.values()) != outstanding_states:
             raise AssertionError(f"pools outside the tree: {outside} != {outstanding_states}")
+        self._check_tiers(nodes)
+
+    def _check_tiers(self, nodes: list[Any]) -> None:
+        """hook: the host tier's checks (``refcache.unified_host``)."""
 
     def _check_node(self, n: Any) -> None:
         if not n.children and not self._complete(n) and not self._tombstone_leaf_allowed(n):

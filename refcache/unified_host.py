@@ -33,10 +33,11 @@ from typing import Any
 import torch
 
 from refcache import unified
-from refcache.checks import check_links, check_list_members
+from refcache.checks import check_list_members
 from refcache.components import lock_of
-from refcache.host_tier import HostTier
-from refcache.keys import RadixKey, page_aligned
+from refcache.host_backup import HostNode, alloc_host_state
+from refcache.host_tier import HostListTier
+from refcache.keys import RadixKey
 from refcache.lru import LRUList
 from refcache.pools import HostPool, PoolAccount, SlotAllocator, StatePool
 from refcache.radix import MatchResult, RadixCache
@@ -50,27 +51,20 @@ LOADED_FOR = "load_back_node"  # req.aux: the node a prepared state slot was loa
 _EMPTY = torch.empty(0, dtype=torch.int64)
 
 
-class TreeNode(unified.TreeNode):
+class TreeNode(unified.TreeNode, HostNode):
     def __init__(self) -> None:
         super().__init__()
-        self.host_value: torch.Tensor | None = None
-        self.loading = False
-        self.host_prev: Any = None
-        self.host_next: Any = None
         self.comp_host_value: dict[str, torch.Tensor | None] = {}
         self.host_mamba_prev: Any = None
         self.host_mamba_next: Any = None
-
-    @property
-    def backuped(self) -> bool:
-        return self.host_value is not None
 
     @property
     def host_lock(self) -> int:
         return self.lock_ref
 
 
-class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
+# Both bases declare ``pp`` (PPSync, PPSyncLike); the host tier here runs without PP.
+class HiUnifiedRadixCache(HostListTier, UnifiedRadixCache):  # type: ignore[misc]
     node_cls = TreeNode
 
     def __init__(
@@ -104,9 +98,8 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
 
     def reset(self) -> None:
         super().reset()
-        clear = self._clears_pointers()
-        self.host_lru_list = LRUList("host_prev", "host_next", "host_lock", clear)
-        self.mamba_host_list = LRUList("host_mamba_prev", "host_mamba_next", "lock_ref", clear)
+        self.mamba_host_list = LRUList(
+            "host_mamba_prev", "host_mamba_next", "lock_ref", self._clears_pointers())
 
     def check_hicache_events(self) -> None:
         """One event round: acknowledge finished writes and loads."""
@@ -118,15 +111,7 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
     def match_prefix(self, key: RadixKey) -> MatchResult:
         """Device match up to the deepest device state; the host hit reaches the
         deepest node with a state on either tier (loading it restores the state)."""
-        key = key[: page_aligned(len(key), self.page_size)]
-        values, last = self._match_helper(key)
-        device = torch.cat(values) if values else _EMPTY
-        end, _ = self._host_tail(last, key[len(device) :])
-        best = self._deepest(last, self._device_usable)
-        resumable = self._deepest(end, self._resumable)
-        depth = self._depth(best)
-        host_hit = self._depth(resumable) - depth
-        return MatchResult(device[:depth], best, resumable if host_hit else best, host_hit)
+        return self._state_match(key, self._device_usable, self._resumable)
 
     def _device_usable(self, node: Any) -> bool:
         return self.mamba is None or self.mamba.has(node)
@@ -138,17 +123,6 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
     def _host_state(node: Any) -> torch.Tensor | None:
         state: torch.Tensor | None = node.comp_host_value.get("mamba")
         return state
-
-    def _deepest(self, node: Any, ok: Any) -> Any:
-        while node is not self.root_node and not ok(node):
-            node = node.parent
-        return node
-
-    def _depth(self, node: Any) -> int:
-        depth = 0
-        while node is not self.root_node:
-            depth, node = depth + len(node.key), node.parent
-        return depth
 
     # ------------------------------------------------------------------ load back
     def alloc_request(self, req: Req) -> bool:
@@ -238,7 +212,8 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
         self._commit_load_back(node, chain, device, state)
         self.ongoing_load_back[node.id] = (ancestor, node)
         self.kv_tokens_loaded_back += len(host)
-        pair = None if state is None else (self._host_state(node), state)
+        host_state = self._host_state(node)
+        pair = None if state is None or host_state is None else (host_state, state)
         self.cache_controller.load(host, device, node.id, pair)
         return device
 
@@ -290,10 +265,7 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
     def _backup_state(self, node: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         if self.mamba is None or self.mamba_host_pool is None or not self.mamba.has(node):
             return None
-        slot = self.mamba_host_pool.alloc(1)
-        if slot is None:
-            self.evict_mamba_host(1)
-            slot = self.mamba_host_pool.alloc(1)
+        slot = alloc_host_state(self.mamba_host_pool, self.evict_mamba_host)
         if slot is None:
             return None  # back up the KV alone
         node.comp_host_value["mamba"] = slot
@@ -321,13 +293,6 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
     def _split_extra(self, new: Any, child: Any, split_len: int) -> None:
         super()._split_extra(new, child, split_len)
         new.comp_host_value["mamba"] = None  # a state belongs to the end of its sequence
-
-    def _list_insert_split(self, new: Any, child: Any) -> None:
-        if not child.evicted:
-            super()._list_insert_split(new, child)
-            return
-        self.host_lru_list.members[new.id] = new
-        self.host_lru_list._link_after(child, new)  # the parent sits just LRU-side of its child
 
     # ------------------------------------------------------------------ device eviction
     def evict_full(self, num_tokens: int) -> int:
@@ -377,26 +342,12 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
             self._free_host_state(x)
         return n
 
-    def _on_unevict(self, node: Any) -> None:
-        self.host_lru_list.remove_node(node)
-
     # ------------------------------------------------------------------ host eviction
-    def evict_host(self, num_tokens: int) -> int:
-        """Delete host-only leaves, least recently demoted first."""
-        evicted = 0
-        x = self.host_lru_list.leaf_lru_no_lock()
-        while evicted < num_tokens and x is not None:
-            x_next = self.host_lru_list.prev_leaf_no_lock(x)
-            parent = x.parent
-            evicted += self._drop_host_copy(x)
-            self.host_lru_list.remove_node(x)
-            self._delete_leaf(x)
-            if parent.evicted and not parent.children:
-                x_next = self.host_lru_list.leaf_lru_no_lock()  # the parent is a host leaf now
-            else:
-                self._prune_device_tombstones(parent)
-            x = x_next
-        return evicted
+    def _free_host_leaf(self, x: Any) -> int:
+        return self._drop_host_copy(x)
+
+    def _after_host_leaf(self, parent: Any) -> None:
+        self._prune_device_tombstones(parent)  # a device tombstone must not be left a leaf
 
     # ------------------------------------------------------------------ introspection
     def stats(self) -> dict[str, float]:
@@ -435,14 +386,8 @@ class HiUnifiedRadixCache(HostTier, UnifiedRadixCache):
         copy pins it. Device eviction takes it like any leaf."""
         return bool(node.evicted or node.backuped)
 
-    def sanity_check(
-        self,
-        outstanding_kv: int = 0,
-        outstanding_states: int = 0,
-        held: Mapping[str, int] | None = None,
-    ) -> None:
-        super().sanity_check(outstanding_kv, outstanding_states, held)
-        nodes = check_links(self)
+    def _check_tiers(self, nodes: list[Any]) -> None:
+        """Host accounting and lists, and the host states, agree with the tree."""
         check_list_members(self.host_lru_list, [n for n in nodes if n.evicted], "host")
         self._check_host(nodes)
         if any(n.evicted and self._device_state(n) for n in nodes):

@@ -10,10 +10,18 @@ backup leaves a node without a copy under which a child gets one (gauge
 ``backup_gaps``); once that child is demoted, device eviction takes the node
 without a copy for a leaf and SGLang's own check stops it: "non-leaf" in
 ``_evict_regular`` (verdict ``crashed``; the traceback PR #22062 quotes). Fixed,
-backups stay a subtree at the root.
+backups stay a subtree at the root. Quiet stretches (``HOST_LOAD``): what the books
+still count in transfer after one is held (``held_in_transfer``,
+``scenarios.workloads.quiet``).
 """
 
-from scenarios.workloads.common import cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    HELD_BUDGET,
+    HOST_LOAD,
+    cache_scenario,
+    run_standalone,
+)
 from scenarios.workloads.traffic import TrafficShape
 
 SCENARIO = cache_scenario(
@@ -28,6 +36,8 @@ SCENARIO = cache_scenario(
     },
     regressions=("himamba-stale-host-leaf",),
     shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128),
+    load=HOST_LOAD,
+    budgets=(*DEFAULT_BUDGETS, HELD_BUDGET),
 )
 
 if __name__ == "__main__":

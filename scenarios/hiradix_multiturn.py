@@ -10,11 +10,15 @@ a node keeps a copy of its host indices; with ``hiradix-host-indices-view`` it
 keeps the view, which keeps the whole free-list storage it was cut from alive,
 one per free-list generation: the C heap grows steadily while the host pool
 has room (a large host tier, as in production), and "Where it grows" shows
-tensor storages kept by far smaller views on ``TreeNode.host_value``.
+tensor storages kept by far smaller views on ``TreeNode.host_value``. Quiet stretches
+(``HOST_LOAD``): what the books still count in transfer after one is held
+(``held_in_transfer``, ``scenarios.workloads.quiet``).
 """
 
 from scenarios.workloads.common import (
     DEFAULT_BUDGETS,
+    HELD_BUDGET,
+    HOST_LOAD,
     LONG_BUDGETS,
     cache_scenario,
     run_standalone,
@@ -34,7 +38,8 @@ SCENARIO = cache_scenario(
     },
     regressions=("hiradix-host-indices-view",),
     shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=256),
-    budgets=DEFAULT_BUDGETS,
+    load=HOST_LOAD,
+    budgets=(*DEFAULT_BUDGETS, HELD_BUDGET),
     long_budgets=LONG_BUDGETS,
 )
 

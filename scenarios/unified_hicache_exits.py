@@ -1,6 +1,7 @@
-"""unified-hicache-exits: UnifiedRadixCache with a host tier (FULL+MAMBA); requests leave by every path.
+"""unified-hicache-exits: UnifiedRadixCache with a host tier (FULL+MAMBA), every exit path.
 
-The exit load (``EXIT_LOAD``, ``scenarios.workloads.exits``) on the unified
+The exit load with quiet stretches (``HOST_EXIT_LOAD``: a copy never acknowledged
+is held, ``held_in_transfer``, ``scenarios.workloads.quiet``) on the unified
 cache with SGLang's HiCache built in (``refcache.unified_host``): write-through
 of a node's KV and Mamba state, demotion to the host, load back when a request
 starts from a host hit. The device pools are small (KV and Mamba states), so
@@ -15,7 +16,13 @@ is_insert)`` skips the paths that need them (said in the run's notes,
 ``exit_paths_not_taken``); without ``pool_accounting()`` the books are not read.
 """
 
-from scenarios.workloads.common import DEFAULT_BUDGETS, EXIT_LOAD, cache_scenario, run_standalone
+from scenarios.workloads.common import (
+    DEFAULT_BUDGETS,
+    HELD_BUDGET,
+    HOST_EXIT_LOAD,
+    cache_scenario,
+    run_standalone,
+)
 from scenarios.workloads.traffic import TrafficShape
 
 SCENARIO = cache_scenario(
@@ -27,10 +34,10 @@ SCENARIO = cache_scenario(
     cache_options={
         "kv_size": 2048, "mamba_size": 32, "host_size": 8192, "write_through_threshold": 2,
     },
-    load=EXIT_LOAD,
+    load=HOST_EXIT_LOAD,
     shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128),
     regressions=("unified-loadback-abort-mamba",),
-    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0"),
+    budgets=(*DEFAULT_BUDGETS, "detached_alive_nodes: <= 0", HELD_BUDGET),
 )
 
 if __name__ == "__main__":

@@ -311,6 +311,15 @@ class TwiceHeld(TypedDict):
     example: int  # one such slot id
 
 
+class HeldInTransfer(TypedDict):
+    """What the books still counted in transfer at the end of the last quiet stretch
+    (``scenarios/workloads/quiet.py``), and how long that stretch was."""
+
+    pools: dict[str, int]  # pool -> slots
+    rounds: int  # event rounds with nothing running or waiting
+    seconds: float
+
+
 class NotesLine(TypedDict):
     """Once, at loop end: the workload's own facts (``notes()``, see harness.api)."""
 
@@ -321,6 +330,7 @@ class NotesLine(TypedDict):
     stale_request_entries: NotRequired[dict[str, dict[str, str]]]
     # Per pool whose books were off: the lost slots' sites and paths, or the ids held twice.
     lost_slots: NotRequired[list[LostSlots | TwiceHeld]]
+    held_in_transfer: NotRequired[HeldInTransfer]
     exit_paths_not_taken: NotRequired[dict[str, str]]  # exit path -> the call the cache lacks
     overlap_not_taken: NotRequired[str]  # why overlap scheduling did not run: a missing call
     sessions_not_taken: NotRequired[str]  # why streaming sessions did not run: a missing call

@@ -30,6 +30,7 @@ from scenarios.workloads.exits import (
     Exits,
 )
 from scenarios.workloads.protocol import PrefixCache, missing_methods
+from scenarios.workloads.quiet import Quiet
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.sessions import SessionDriver
 from scenarios.workloads.speculative import ACTIVITY as SPEC_ACTIVITY
@@ -64,6 +65,14 @@ LONG_BUDGETS = ("heap: 1 MB/h",)
 EXITS = Exits(abort_waiting=0.05, abort_running=0.05, fail_running=0.02, timeout_steps=12,
               retract=True, match_ahead=8)
 EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8, exits=EXITS)
+# The host-tier scenarios' quiet stretches (scenarios.workloads.quiet): every 1,000 traffic
+# steps, once nothing runs or waits, 40 event rounds over a second with nothing else. The
+# reference's copies take 2 rounds, SGLang's copy threads milliseconds: whatever the books
+# still count in transfer after it is held (HELD_BUDGET).
+QUIET = Quiet(every=1000, rounds=40, seconds=1.0)
+HELD_BUDGET = "held_in_transfer: <= 0"
+HOST_LOAD = Load(quiet=QUIET)  # the default load with quiet stretches
+HOST_EXIT_LOAD = dataclasses.replace(EXIT_LOAD, quiet=QUIET)
 STATS_MAX_AGE_S = 0.05  # gauges sampled together share one stats() call
 # What every run of the scheduler must show after its warm-up, as counter gauges: a
 # request admitted, a decode step, a request finished. A cache that admits nothing
@@ -179,6 +188,10 @@ class CacheWorkload:
         if s.idle_check.has_books:
             gauges["idle_pool_mismatch"] = lambda: s.idle_check.mismatch
             gauges["idle_checks"] = lambda: s.idle_check.checks
+            if s.load.quiet.on:  # slots still in transfer after a quiet stretch: held
+                gauges["held_in_transfer"] = lambda: s.quiet.held
+        if s.load.quiet.on:
+            gauges["quiet_stretches"] = lambda: s.quiet.stretches
         return gauges
 
     def notes(self) -> dict[str, Any]:
@@ -192,6 +205,9 @@ class CacheWorkload:
             notes["lost_slots"] = list(slots.lost)
         if self.scheduler.idle_check.stale_tables:
             notes["stale_request_entries"] = self._labelled(self.scheduler.idle_check.stale_tables)
+        held = self.scheduler.quiet.last
+        if held is not None and held.total:  # which pools, after how long a stretch
+            notes["held_in_transfer"] = held.note()
         if self.scheduler.skipped_exits:
             notes["exit_paths_not_taken"] = dict(self.scheduler.skipped_exits)
         if self.scheduler.skipped_overlap:
@@ -256,6 +272,8 @@ def expected_activity(scheduler: Scheduler) -> dict[str, str]:
             expects["session_turn_aborts"] = "session turns aborted mid-stream"
     if scheduler.speculative is not None:
         expects.update(SPEC_ACTIVITY)
+    if scheduler.load.quiet.on:
+        expects["quiet_stretches"] = "quiet stretches (nothing running or waiting)"
     exits = scheduler.load.exits
     if exits.on:
         asked = {ABORT_WAITING: exits.abort_waiting > 0, TIMEOUT: exits.timeout_steps > 0,

@@ -58,6 +58,7 @@ from scenarios.workloads.exits import (
 from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.overlap import OverlapDecode, missing_calls
 from scenarios.workloads.protocol import PrefixCache, as_bool
+from scenarios.workloads.quiet import Quiet, QuietStretches
 from scenarios.workloads.request_state import Running, Waiting
 from scenarios.workloads.sessions import SessionDriver, Sessions
 from scenarios.workloads.sessions import missing_calls as missing_session_calls
@@ -105,6 +106,9 @@ class Load:
     disagg: DisaggLoad | None = None
     # EAGLE speculative decoding: drafts per step, verified, rejected ones freed.
     speculation: Speculation = field(default_factory=Speculation)
+    # Now and then no arrivals until nothing runs or waits, then a long stretch of event
+    # rounds alone: what the books still count in transfer after it is held (quiet.py).
+    quiet: Quiet = field(default_factory=Quiet)
 
     def __post_init__(self) -> None:
         if self.overlap and self.dllm_block:
@@ -170,18 +174,22 @@ class Scheduler:
         self.skipped_sessions = missing_session_calls(cache) if load.sessions.on else None
         self.sessions = (SessionDriver(self, load.sessions, seed)
                          if load.sessions.on and self.skipped_sessions is None else None)
+        self.quiet = QuietStretches(load.quiet)
         self._carry = 0.0
         self._rid = 0
 
     def step(self) -> int:
         self.steps += 1
-        arrivals, self._carry = self.load.arrivals(self.steps, self._carry)
-        self._enqueue(arrivals)
+        if not self.quiet.withholds():  # the load's clock stops while a quiet stretch is due
+            arrivals, self._carry = self.load.arrivals(self.quiet.traffic_steps, self._carry)
+            self._enqueue(arrivals)
         ops = self._leave_queue() + self._match_ahead() + self._admit() + self._decode()
         if self.sessions is not None:
             ops += self.sessions.step()
         self.serving.rid = None
         self.cache.check_hicache_events()
+        busy = bool(self.running or self.queue) or self._batch_in_flight()
+        self.quiet.after_round(busy, lambda: self.idle_check.in_transfer(self.cache))
         if not self.running:
             if not self._batch_in_flight():  # SGLang checks only once its result is processed
                 live = self._live_rids() if self.idle_check.has_tables else None

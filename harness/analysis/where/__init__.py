@@ -49,6 +49,7 @@ from harness.analysis.where.process import (
     lock_findings,
     resource_findings,
     stale_findings,
+    transfer_findings,
 )
 from harness.analysis.where.site_holders import with_holder
 from harness.analysis.where.sites import growing_sites, site_finding
@@ -120,6 +121,8 @@ def where_it_grows(
     found += resource_findings(run, failing, rates)
     if "locked_while_idle" in failing:
         found += lock_findings(run.notes)
+    if "held_in_transfer" in failing:  # the pool, and how long nothing else ran
+        found += transfer_findings(run.notes)
     if "idle_pool_mismatch" in failing:  # the pool, the allocating site and the exit path
         found += book_findings(run.notes)
     owners = [f for f in found if f.kind == "owner" and f.owner]

@@ -3,8 +3,8 @@
 From the worker's events (``EventLine``: the ``crash`` event's traceback, the
 ``resources`` census at stop) and the workload's ``NotesLine``: where the
 scenario raised, the locks still held at idle, per-request table entries of
-requests that have left, and the threads or descriptors that grow with what
-they run or point at.
+requests that have left, slots still in transfer after a quiet stretch, and the
+threads or descriptors that grow with what they run or point at.
 """
 
 from __future__ import annotations
@@ -72,6 +72,23 @@ def lock_findings(notes: Sequence[NotesLine]) -> list[Finding]:
             f"unlocked: a missing dec_lock_ref); they were locked at {where}"
         )
         found.append(Finding("locks", "locked_while_idle", text, site=str(sites[0]["site"])))
+    return found
+
+
+def transfer_findings(notes: Sequence[NotesLine]) -> list[Finding]:
+    """Slots the books still count as in transfer after a quiet stretch (the workload's
+    ``held_in_transfer`` note): a copy whose acknowledgement never came holds them."""
+    found = []
+    for record in notes[-1:]:
+        held = record.get("held_in_transfer")
+        if held is None:
+            continue
+        for pool, slots in held["pools"].items():
+            text = (f"{pool} pool: {int(slots):,} slots still in transfer after a quiet stretch "
+                    f"of {held['rounds']} event rounds ({held['seconds']} s) with "
+                    "nothing running or waiting: a copy never acknowledged holds them "
+                    "(the books excuse in-transfer slots, so no other check sees them)")
+            found.append(Finding("locks", "held_in_transfer", text, site=f"{pool} pool"))
     return found
 
 
