@@ -32,7 +32,7 @@ SCENARIO = cache_scenario(
                 "load back's Mamba slot)",
     factory="refcache.factories:unified_hicache",
     cache_options={
-        "kv_size": 2048, "mamba_size": 32, "host_size": 8192, "write_through_threshold": 2,
+        "kv_size": 2048, "mamba_size": 64, "host_size": 8192, "write_through_threshold": 2,
     },
     load=HOST_EXIT_LOAD,
     shape=TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=128),

@@ -124,7 +124,11 @@ def stop_when_certain(config: RunConfig) -> Callable[[RunData], bool]:
     def certain(data: RunData) -> bool:
         if len(data.rss) < MIN_SAMPLES_TO_STOP:
             return False
-        return summarize(data, config.budgets, config.warmup_s).verdict == "leak"
+        # The final verdict's skippable budgets too: a gauge published only with an
+        # optional call (stale_request_entries) must not switch the early stop off.
+        verdict = summarize(data, config.budgets, config.warmup_s,
+                            skippable=config.skippable_budgets).verdict
+        return verdict == "leak"
 
     return certain
 

@@ -8,7 +8,10 @@ as ``session_held``, SGLang #23496), and nothing may stay locked but what the
 cache's own copies in flight and open sessions' prefixes hold (a forgotten
 ``dec_lock_ref``). Such leaks
 barely move RSS and only show at idle, so they are read at every idle moment
-and kept until the next one: a level gauge that a ``<= 0`` budget judges.
+and kept until the next one: a level gauge that a ``<= 0`` budget judges. Slots
+locked only by copies in flight (``in_transfer``) are excused here; a load with quiet
+stretches reads what is still in transfer after one (``scenarios.workloads.quiet``,
+gauge ``held_in_transfer``).
 """
 
 from __future__ import annotations

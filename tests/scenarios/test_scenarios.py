@@ -27,7 +27,7 @@ IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle boo
 HOST = ["himamba-stale-leaf", "hiradix-multiturn"]
 # Requests also abort, time out, fail and are retracted (scenarios.workloads.exits).
 EXITS = ["radix-exits", "mamba-exits", "swa-exits", "unified-exits", "hiradix-exits",
-         "himamba-exits"]
+         "himamba-exits", "unified-hicache-exits"]
 OVERLAP = ["radix-overlap"]  # the exit load under overlap scheduling (tests/scenarios/test_overlap)
 SESSIONS = ["mamba-sessions", "unified-sessions"]  # tests/scenarios/test_sessions
 DISAGG = ["pd-prefill", "pd-decode"]  # one side of PD each (tests/scenarios/test_disagg)
