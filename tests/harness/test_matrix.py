@@ -7,8 +7,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from harness.config import RunConfig
 from harness.errors import UsageError
 from harness.parent import folder_lock
 from harness.parent.matrix import (
@@ -19,6 +21,7 @@ from harness.parent.matrix import (
     judge_results,
     plan,
     run_matrix,
+    stop_when_certain,
 )
 from harness.parent.runner import RunOutcome
 from harness.parent.shards import (
@@ -30,6 +33,7 @@ from harness.parent.shards import (
 )
 from harness.runfiles.names import LOCK_FILE, SAMPLES_FILE
 from leak_harness.cli.check_view import LiveView, PlainView
+from tests.analysis.synth import budgets, run_data
 from tests.harness.fixtures.scenarios import TOGGLE
 
 OTHER = replace(TOGGLE, name="other", regressions=("a", "b"))
@@ -342,3 +346,16 @@ def test_on_a_users_target_injected_cells_are_na_unless_the_factory_declares_the
     assert own == ["toggle[inject:keep-chunks]: n/a (it runs its code as released)"]
     assert declared == cells and none == []
     assert applicable_cells(cells, None) == (cells, [])
+
+
+def test_the_early_stop_skips_a_budget_the_run_never_published() -> None:
+    """A gauge published only with an optional call (``stale_request_entries`` needs
+    ``request_tables()``) is skipped by the verdict; the early stop must skip it too, or
+    it raises and is switched off (an injected cell then runs to its crash)."""
+    t = np.arange(0.0, 12.0, 0.25)
+    data = run_data(rss=(t, np.full_like(t, 1e9)),
+                    gauges={"idle_pool_mismatch": (t, (t > 4).astype(float) * 7)})
+    stale, mismatch = budgets("stale_request_entries: <= 0", "idle_pool_mismatch: <= 0")
+    config = RunConfig(scenario="x", rundir="/tmp/x", budgets=(mismatch, stale),
+                       skippable_budgets=(stale,))
+    assert stop_when_certain(config)(data)
