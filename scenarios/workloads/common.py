@@ -65,11 +65,11 @@ LONG_BUDGETS = ("heap: 1 MB/h",)
 EXITS = Exits(abort_waiting=0.05, abort_running=0.05, fail_running=0.02, timeout_steps=12,
               retract=True, match_ahead=8)
 EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8, exits=EXITS)
-# The host-tier scenarios' quiet stretches (scenarios.workloads.quiet): every 1,000 traffic
+# The host-tier scenarios' quiet stretches (scenarios.workloads.quiet): every 300 traffic
 # steps, once nothing runs or waits, 40 event rounds over a second with nothing else. The
 # reference's copies take 2 rounds, SGLang's copy threads milliseconds: whatever the books
 # still count in transfer after it is held (HELD_BUDGET).
-QUIET = Quiet(every=1000, rounds=40, seconds=1.0)
+QUIET = Quiet(every=300, rounds=40, seconds=1.0)
 HELD_BUDGET = "held_in_transfer: <= 0"
 HOST_LOAD = Load(quiet=QUIET)  # the default load with quiet stretches
 HOST_EXIT_LOAD = dataclasses.replace(EXIT_LOAD, quiet=QUIET)
