@@ -66,7 +66,7 @@ EXITS = Exits(abort_waiting=0.05, abort_running=0.05, fail_running=0.02, timeout
               retract=True, match_ahead=8)
 EXIT_LOAD = Load(pattern="bursts", burst_every=40, burst_size=24, max_running=8, exits=EXITS)
 # The host-tier scenarios' quiet stretches (scenarios.workloads.quiet): every 300 traffic
-# steps, once nothing runs or waits, 40 event rounds over a second with nothing else. The
+# steps, once nothing runs or waits, event rounds alone, at least 40 and a second. The
 # reference's copies take 2 rounds, SGLang's copy threads milliseconds: whatever the books
 # still count in transfer after it is held (HELD_BUDGET).
 QUIET = Quiet(every=300, rounds=40, seconds=1.0)
