@@ -12,15 +12,21 @@ import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from harness.api import RunContext
 from harness.registry import load_scenario, scenario_names
-from scenarios.workloads.common import STATS_MAX_AGE_S
+from scenarios.workloads.common import QUIET, STATS_MAX_AGE_S
 
 TINY: dict[str, Any] = {"load": {"max_running": 8}}
+# The host-tier scenarios' quiet stretches without their second of wall time, which would
+# take most of a 1,500-step test (scenarios.workloads.quiet).
+QUIET_SCENARIOS = ("hiradix-exits", "hiradix-multiturn", "himamba-exits", "himamba-stale-leaf",
+                   "unified-hicache-exits")
+TINY_QUIET: dict[str, Any] = {"load": {**TINY["load"], "quiet": replace(QUIET, seconds=0.0)}}
 LRU = ["mamba-lru", "swa-lru", "unified-lru"]
 PP = ["hiradix-pp-sync", "unified-pp-sync"]
 IDLE = ["radix-idle", "mamba-pressure", "radix-dllm"]  # idle gaps: the idle books are read often
@@ -38,7 +44,8 @@ FIXED = ["radix-steady", "radix-long-context", *IDLE, *LRU, *HOST, *PP, *EXITS,
 
 @contextmanager
 def workload(name: str, inject: tuple[str, ...] = (), target: str | None = None) -> Iterator[Any]:
-    ctx = RunContext(seed=1, inject=inject, target=target, options=TINY)
+    options = TINY_QUIET if name in QUIET_SCENARIOS else TINY
+    ctx = RunContext(seed=1, inject=inject, target=target, options=options)
     w = load_scenario(name).build(ctx)
     try:
         yield w
