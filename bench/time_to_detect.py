@@ -17,6 +17,7 @@ cyclic garbage, pinned tensors), so the cache's own gauges and idle books
 catch nothing: what a user's cache without them would see.
 
     python bench/time_to_detect.py [--seeds 5] [--no-check] [--generic]
+    python bench/time_to_detect.py --no-check -k unified-hicache-exits   # its own record
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
              if c.inject is not None]
     key, title = (("time_to_detect_generic", "Time to detect: generic budgets only")
                   if args.generic else ("time_to_detect", "Time to detect"))
+    if args.select:  # a subset keeps its own record: the full run's stays whole
+        key, title = f"{key}-{args.select}", f"{title}: {args.select}"
     rec = Record(key, title, {"seeds": args.seeds, "regressions": len(cells),
                               "select": args.select or "all", "generic": args.generic})
     results: dict[str, list[dict[str, Any]]] = {}
