@@ -26,7 +26,7 @@ the scenario offers (the reference factories' options differ per family):
 | options offered | family | 0.5.23 class |
 |---|---|---|
 | ``pp_world_size`` > 1 | ``pp-sync`` | not mapped (a gloo pipeline of the reference's) |
-| ``streaming_sessions`` | ``sessions`` | not mapped (SGLang's SessionController drives them) |
+| ``streaming_sessions`` | ``sessions`` | ``UnifiedRadixCache`` (FULL+MAMBA), sessions |
 | ``metadata_size`` | ``pd`` | not mapped (PD's rows are SGLang's scheduler's) |
 | ``host_size`` | ``hiradix`` / ``himamba`` | ``UnifiedRadixCache`` (FULL / +MAMBA), HiCache |
 | ``mamba_size`` and ``swa_size`` | ``unified`` | ``UnifiedRadixCache`` (FULL+MAMBA+SWA) |
@@ -49,6 +49,10 @@ than the device pool (himamba-stale-leaf) is declined: SGLang's host pools refus
 Scenarios asking for EAGLE's bigram keys (``eagle``: swa-spec, unified-spec) are
 declined: their verify step is a speculative worker's, over a draft and a target model.
 
+Streaming sessions (``sessions.py``, ``sessioncache.py``): 0.5.23's
+``UnifiedRadixCache`` keeps them, SGLang's ``SessionController`` opens and closes them
+and builds each turn's ``Req``; releases whose cache does not own its sessions decline.
+
 ``family="unified-full"`` builds ``UnifiedRadixCache`` with the full component alone;
 ``tree_core="python"`` (default here: its nodes can be counted) or ``"rust"`` picks
 0.5.23's tree core.
@@ -61,13 +65,10 @@ from typing import Any
 
 from scenarios.sglang import compat, glue, host
 
-FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified")
+FAMILIES = ("radix", "unified-full", "mamba", "swa", "unified", "sessions")
 UNMAPPED = {
     "pp-sync": "the PP-sync scenarios start the reference cache's own gloo pipeline; "
                "SGLang's PP groups need a multi-process launch",
-    "sessions": "SGLang drives streaming sessions from its scheduler's "
-                "SessionController (open and close requests, a streaming Session on each "
-                "turn's Req), which this adapter does not build",
     "pd": "the PD scenarios' metadata rows, request rows and bootstrap/transfer queues are "
           "SGLang's disaggregation scheduler's (disaggregation/prefill.py, decode.py, with a "
           "transfer backend), not its tree cache's, which is all this target builds",
@@ -113,6 +114,12 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
         raise glue.GlueError(f"not mapped on SGLang: {EAGLE}")
     if family in UNMAPPED:
         raise glue.GlueError(f"not mapped on SGLang: {UNMAPPED[family]}")
+    if family == "sessions":  # scenarios/sglang/sessions.py
+        from scenarios.sglang import sessions
+
+        reason = sessions.declines(options)
+        if reason:
+            raise glue.GlueError(f"not mapped on SGLang: {reason}")
     if family in host.FAMILIES:  # the host tier: scenarios/sglang/host.py
         return host.build(family, {**options, "kv_size": kv_size})
     if family not in FAMILIES:
@@ -147,6 +154,10 @@ def declines(options: Mapping[str, Any]) -> str | None:
         return UNMAPPED[family]
     if family in host.FAMILIES:
         return host.declines(family, options)
+    if family == "sessions":
+        from scenarios.sglang import sessions
+
+        return sessions.declines(options)
     if int(options.get("page_size", 1) or 1) != 1:
         from scenarios.sglang import paged
 

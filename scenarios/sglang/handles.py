@@ -265,15 +265,10 @@ class HandleCache:
         need = total - sreq.prefix_len
         if (self.req_pool.available_size() < 1 or not self._room(need)
                 or not m.allocation.ensure_mamba_capacity(self.req_pool, [sreq], self.cache)):
-            self.cache.unlock(sreq.lock)
-            sreq.lock = None
-            if sreq.kv.holds_mamba:  # the state the match forked (cow_mamba) goes back
-                m.common.release_kv_cache(sreq, self.cache, checkpoint=False)
-            if not sreq.is_retracted:  # a retracted Req waits as itself, as in SGLang's queue
-                del req.aux[AUX]  # the next attempt matches afresh
+            self._refused(req, sreq)
             return False
         m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
-        prefix = self.cache.prefix_device_indices(sreq) if sreq.prefix_len else None
+        prefix = self._prefix_indices(sreq)
         if self.page_size == 1:
             slots = m.allocation.alloc_token_slots(self.cache, need)
         else:
@@ -288,6 +283,25 @@ class HandleCache:
         self._mirror(req, sreq, total)
         self._waiting.pop(req.rid, None)
         return True
+
+    def _refused(self, req: Req, sreq: Any) -> None:
+        """Admission refused: the admission's lock and forked state go back."""
+        self.cache.unlock(sreq.lock)
+        sreq.lock = None
+        if sreq.kv.holds_mamba:  # the state the match forked (cow_mamba) goes back
+            self.mods.common.release_kv_cache(sreq, self.cache, checkpoint=False)
+        if not sreq.is_retracted:  # a retracted Req waits as itself, as in SGLang's queue
+            del req.aux[AUX]  # the next attempt matches afresh
+
+    def _prefix_indices(self, sreq: Any) -> torch.Tensor | None:
+        """The matched prefix's slots, as ``allocation._prefix_kv_indices`` reads them: a
+        request holding its row (a borrowed session record) has them there, a new one
+        reads them off the tree."""
+        if not sreq.prefix_len:
+            return None
+        if sreq.kv.holds_kv:
+            return self._row(sreq, sreq.prefix_len)
+        return self.cache.prefix_device_indices(sreq)  # type: ignore[no-any-return]
 
     def _mirror(self, req: Req, sreq: Any, length: int) -> None:
         req.kv_indices = self._row(sreq, length)
@@ -569,8 +583,14 @@ class HandleCache:
 
 
 # -------------------------------------------------------------------- building
-def build(family: str, options: Mapping[str, Any]) -> HandleCache:
-    """The 0.5.23 cache for a scenario family on CPU pools."""
+def build(family: str, options: Mapping[str, Any],
+          cls: type[HandleCache] = HandleCache) -> HandleCache:
+    """The 0.5.23 cache for a scenario family on CPU pools (``sessions``: the Mamba
+    family's cache with SGLang's streaming sessions, ``scenarios/sglang/sessioncache.py``)."""
+    if family == "sessions":
+        from scenarios.sglang import sessioncache
+
+        return sessioncache.build(options)
     unified = family != "radix"
     mods = Modules(unified)
     publish_server_args(mods)
@@ -592,12 +612,12 @@ def build(family: str, options: Mapping[str, Any]) -> HandleCache:
         census.watch(mods.radix.TreeNode)
         cache = mods.radix.RadixCache(params)
         return HandleCache(mods, cache, req_pool, family, "RadixCache", census, notes)
-    return _build_unified(mods, family, options, kv_size, rows, context, census, notes)
+    return _build_unified(mods, family, options, kv_size, rows, context, census, notes, cls)
 
 
 def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_size: int,
-                   rows: int, context: int, census: NodeCensus, notes: list[str]
-                   ) -> HandleCache:
+                   rows: int, context: int, census: NodeCensus, notes: list[str],
+                   cls: type[HandleCache] = HandleCache) -> HandleCache:
     ct = mods.components.ComponentType  # type: ignore[union-attr]
     components = [ct.FULL]  # in the order the Rust core accepts: FULL, SWA, MAMBA
     if family in ("swa", "unified") and options.get("swa_size") is not None:
@@ -634,12 +654,12 @@ def _build_unified(mods: Modules, family: str, options: Mapping[str, Any], kv_si
         census.watch(mods.tree_core.UnifiedTreeNode)  # type: ignore[union-attr]
         cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
         kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, python core]"
-        return HandleCache(mods, cache, req_pool, family, kind, census, notes)
+        return cls(mods, cache, req_pool, family, kind, census, notes)
     cache = mods.unified.UnifiedRadixCache(params)  # type: ignore[union-attr]
     notes.append("Rust tree core: its nodes live in native memory, so tree_nodes and "
                  "detached_alive_nodes are not published; the C heap and RSS see its growth")
     kind = f"UnifiedRadixCache[{'+'.join(c.name for c in components)}, rust core]"
-    return HandleCache(mods, cache, req_pool, family, kind, None, notes)
+    return cls(mods, cache, req_pool, family, kind, None, notes)
 
 
 def paged_allocator(allocator_mod: Any, kv_size: int, page_size: int) -> Any:
