@@ -6,12 +6,17 @@ release with one free call dropped, as a release that lost that call would behav
   back to the Mamba allocator.
 - ``drop_row_free``: ``BasePrefixCache.free_kv_row`` (0.5.23) gives nothing back, so a
   request that leaves without checkpointing (abort, failure, retraction) loses its row.
+- ``drop_session_mamba_free``: ``StreamingSession._free_slot_mamba`` (0.5.23) forgets the
+  session's state slot without freeing it, as SGLang #23496's close did: each closed
+  session's Mamba state is lost.
 
 As a target, the adapter being ``scenarios.sglang:make`` as shipped (``make``: the first
 drop; ``make_rows``: the second)::
 
     LEAK_HARNESS_SGLANG=0.5.23 .venv/bin/leak-harness run radix-exits \\
         --target tests.sglang.dropped_free:make_rows --duration 20s
+
+(``make_sessions``: the third, for the ``*-sessions`` scenarios.)
 """
 
 from __future__ import annotations
@@ -55,6 +60,20 @@ def drop_row_free() -> None:
     cache_cls.free_kv_row = free_kv_row
 
 
+def drop_session_mamba_free() -> None:
+    """Make ``StreamingSession._free_slot_mamba`` (0.5.23) clear the session record's
+    state slot and track buffers without giving them to the Mamba allocator."""
+    streaming = glue.import_modules(["sglang.srt.session.streaming_session"])[0]
+    session_cls = streaming.StreamingSession
+
+    def _free_slot_mamba(self: Any, slot: Any) -> None:
+        slot.kv.mamba_pool_idx = None
+        slot.kv.mamba_ping_pong_track_buffer = None
+        slot.kv.mamba_ping_pong_empty = None
+
+    session_cls._free_slot_mamba = _free_slot_mamba
+
+
 def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
     """``scenarios.sglang:make`` on the release with ``free_mamba_cache``'s free dropped."""
     glue.load()
@@ -69,7 +88,15 @@ def make_rows(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -
     return target.make(inject, kv_size, **options)
 
 
-for _factory in (make, make_rows):
+def make_sessions(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
+    """``scenarios.sglang:make`` on the release with the session close's Mamba free
+    dropped (0.5.23)."""
+    glue.load()
+    drop_session_mamba_free()
+    return target.make(inject, kv_size, **options)
+
+
+for _factory in (make, make_rows, make_sessions):
     _factory.regressions = ()  # type: ignore[attr-defined]
     _factory.describe = target.describe  # type: ignore[attr-defined]
     _factory.declines = target.declines  # type: ignore[attr-defined]

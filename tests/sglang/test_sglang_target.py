@@ -92,7 +92,6 @@ def test_declines_the_unmapped_scenarios() -> None:
     assert "host memory is larger" in str(declines({"kv_size": 4096, "host_size": 2048,
                                                      "mamba_size": 64}))
     assert "PP" in str(declines({"mamba_size": 64, "pp_world_size": 2}))
-    assert "SessionController" in str(declines({"mamba_size": 512, "streaming_sessions": True}))
     assert "RadixCache only" in str(declines({"mamba_size": 48, "page_size": 16}))
 
 
@@ -109,6 +108,22 @@ def test_paged_kv_is_declined_where_the_allocator_has_no_cpu_path(
     monkeypatch.setattr(glue, "_RELEASE", None)
     expected = NO_CPU_PATH if release != "0.5.23" else None
     assert declines({"kv_size": 32768, "page_size": 8}) == expected
+
+
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.17", "0.5.23"])
+def test_sessions_are_declined_where_the_cache_does_not_own_them(
+        release: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming sessions map from 0.5.23 (its cache's session_records, claim_kv_row,
+    maybe_hand_to_session), read from the release's files alone."""
+    from scenarios.sglang import declines
+    from scenarios.sglang.sessions import LACKS
+
+    if not (ROOT / ".sglang" / release / "site" / "sglang").is_dir():
+        pytest.skip(f"SGLang {release} is not installed under .sglang/")
+    monkeypatch.setenv(glue.ENV_VAR, release)
+    monkeypatch.setattr(glue, "_RELEASE", None)
+    options = {"kv_size": 8192, "mamba_size": 512, "streaming_sessions": True}
+    assert declines(options) == (LACKS if release != "0.5.23" else None)
 
 
 def test_a_wrong_release_folder_is_one_sentence(monkeypatch: pytest.MonkeyPatch,
@@ -180,6 +195,48 @@ else:
 '''
 DLLM_STEPS = 500
 
+# The *-sessions scenarios' load, short and dense (half the arrivals are turns), on
+# SGLang's own streaming sessions (0.5.23; before, declined): as shipped, then with the
+# session close's Mamba free dropped (tests/sglang/dropped_free.py: SGLang #23496).
+SESSION_CELL = r'''
+from scenarios.sglang import glue
+from scenarios.workloads.scheduler import Load
+from scenarios.workloads.sessions import Sessions
+from tests.sglang import dropped_free
+def session_cell(drop):
+    try:
+        cache = make(kv_size=2048, mamba_size=64, streaming_sessions=True)
+    except glue.GlueError as exc:
+        return {"declined": str(exc)}
+    drop()
+    load = Load(pattern="idle-gaps", idle_every=100, sessions=Sessions(
+        share=0.5, max_open=6, turns=(2, 4), abort_turn=0.1, linger_steps=10))
+    s = Scheduler(cache, Traffic.seeded(0, TrafficShape()), load, 0)
+    if s.idle_check.slots is not None:
+        s.idle_check.slots.arm()
+    held, worst = 0, 0
+    for _ in range(int(sys.argv[5])):
+        s.step()
+        if not s.running and not s.queue:
+            books = cache.pool_accounting()
+            held = max(held, books["mamba"].session_held)
+            worst = max(worst, sum(abs(a.mismatch) for a in books.values()))
+    d = s.sessions
+    out_cell = {"opened": d.opened, "closed": d.closed, "continued": d.continued,
+                "aborted": d.aborted, "idle_checks": s.idle_check.checks,
+                "held_at_idle": held, "worst_idle_mismatch": worst}
+    s.drain()
+    out_cell["drained"] = {n: a.mismatch for n, a in cache.pool_accounting().items()}
+    out_cell["lost"] = [{"pool": g["pool"], "short": g["short"], "found": g["found"],
+                         "exits": sorted({x["exit"] for x in g["groups"]})}
+                        for g in (s.idle_check.slots.lost if s.idle_check.slots else [])]
+    cache.close()
+    return out_cell
+out["sessions"] = {"fixed": session_cell(lambda: None),
+                   "dropped": session_cell(dropped_free.drop_session_mamba_free)}
+'''
+SESSION_STEPS = 400
+
 # Slot provenance on a regressed release (tests/sglang/dropped_free.py): the Mamba family
 # with free_mamba_cache's free dropped, and on 0.5.23 the radix family with free_kv_row's.
 # Last in the child: the drops patch SGLang's classes for the rest of the process.
@@ -232,10 +289,12 @@ def test_each_release_runs_every_mapped_family_and_shows_its_lru_leak(release: s
     retraction, timeouts) and drains with SGLang's books balanced; seed incident 1 is
     in 0.5.11's own LRU lists and gone from 0.5.17 on. One process per release: the
     import of SGLang is most of the time."""
-    child = CELL + LRU_CELL + DLLM_CELL + PROVENANCE_CELL + "print(json.dumps(out))\n"
+    child = (CELL + LRU_CELL + DLLM_CELL + SESSION_CELL + PROVENANCE_CELL
+             + "print(json.dumps(out))\n")
     cells = json.loads(run_child(child, release, str(STEPS), str(LRU_STEPS), str(DLLM_STEPS),
-                                 str(PROVENANCE_STEPS)))
+                                 str(PROVENANCE_STEPS), str(SESSION_STEPS)))
     check_dllm(release, cells.pop("dllm"))
+    check_sessions(release, cells.pop("sessions"))
     check_provenance(release, cells.pop("lost"))
     garbage = cells.pop("lru_garbage_nodes")
     if glue.version_key(release) < glue.version_key("0.5.17"):
@@ -289,6 +348,32 @@ def check_dllm(release: str, cell: dict[str, Any]) -> None:
     assert set(cell["drained_mismatch"].values()) == {0}, cell
     assert cell["nodes"] > 0 and cell["page_aligned"], cell
     assert cell["provenance"] == [], cell  # paged: SGLang allocates through alloc_extend
+
+
+def check_sessions(release: str, cells: dict[str, dict[str, Any]]) -> None:
+    """0.5.23: SGLang's sessions open, take turns on their kept records, have turns
+    aborted and close, with its books balanced at every idle moment while some are open;
+    with the close's Mamba free dropped, each closed session's state slot is lost and
+    the slot ledger names session-close. Before 0.5.23: declined, one sentence."""
+    from scenarios.sglang.sessions import LACKS
+
+    if glue.version_key(release) < glue.version_key("0.5.23"):
+        assert cells == {"fixed": {"declined": f"not mapped on SGLang: {LACKS}"},
+                         "dropped": {"declined": f"not mapped on SGLang: {LACKS}"}}, cells
+        return
+    fixed, dropped = cells["fixed"], cells["dropped"]
+    assert fixed["closed"] > 10 and fixed["continued"] > 10 and fixed["aborted"] > 0, fixed
+    assert fixed["idle_checks"] > 0 and fixed["held_at_idle"] > 0, fixed
+    assert fixed["worst_idle_mismatch"] == 0, fixed
+    assert set(fixed["drained"].values()) == {0} and fixed["lost"] == [], fixed
+    # The same trace (seeded): every session closed holding a record loses its state slot.
+    assert dropped["opened"] == fixed["opened"], (fixed, dropped)
+    assert dropped["worst_idle_mismatch"] > 0, dropped
+    assert dropped["drained"]["full"] == dropped["drained"]["req_rows"] == 0, dropped
+    assert -dropped["drained"]["mamba"] in range(1, dropped["opened"] + 1), dropped
+    (group,) = dropped["lost"]
+    assert group["pool"] == "mamba" and group["found"] == group["short"] > 0, group
+    assert group["exits"] == ["session-close"], group
 
 
 def check_provenance(release: str, lost: dict[str, list[dict[str, Any]]]) -> None:
