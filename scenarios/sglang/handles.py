@@ -265,7 +265,7 @@ class HandleCache:
         need = total - sreq.prefix_len
         if (self.req_pool.available_size() < 1 or not self._room(need)
                 or not m.allocation.ensure_mamba_capacity(self.req_pool, [sreq], self.cache)):
-            self._refused(req, sreq)
+            self._admission_refused(req, sreq)
             return False
         m.allocation.alloc_req_slots(self.req_pool, [sreq], self.cache)
         prefix = self._prefix_indices(sreq)
@@ -284,7 +284,7 @@ class HandleCache:
         self._waiting.pop(req.rid, None)
         return True
 
-    def _refused(self, req: Req, sreq: Any) -> None:
+    def _admission_refused(self, req: Req, sreq: Any) -> None:
         """Admission refused: the admission's lock and forked state go back."""
         self.cache.unlock(sreq.lock)
         sreq.lock = None

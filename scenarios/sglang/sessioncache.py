@@ -72,6 +72,7 @@ class SessionHandleCache(handles.HandleCache):
         # flight) and that has not finished, aborted or been retired yet.
         self._turns: dict[str, tuple[int, Any]] = {}
         self.family = "sessions"
+        self.kind += " + streaming sessions"
 
     # ---------------------------------------------------------------- sessions
     def open_session(self, session_id: Any) -> None:
@@ -144,11 +145,11 @@ class SessionHandleCache(handles.HandleCache):
                 del self._turns[sid]
             self._reap()
 
-    def _refused(self, req: Req, sreq: Any) -> None:
+    def _admission_refused(self, req: Req, sreq: Any) -> None:
         """A turn keeps its Req (its session is in flight); a borrowed record stays the
         session's: SGLang's rejected request matches again and borrows it again."""
         if sreq.session is None:
-            super()._refused(req, sreq)
+            super()._admission_refused(req, sreq)
             return
         self.cache.unlock(sreq.lock)
         sreq.lock = None
