@@ -197,15 +197,16 @@ DLLM_STEPS = 500
 
 # The *-sessions scenarios' load, short and dense (half the arrivals are turns), on
 # SGLang's own streaming sessions (0.5.23; before, declined): as shipped, then with the
-# session close's Mamba free dropped (tests/sglang/dropped_free.py: SGLang #23496).
+# session close's Mamba free dropped (tests/sglang/dropped_free.py: SGLang #23496); on a
+# KV pool too small for the load ("tight"), turns are refused and dropped.
 SESSION_CELL = r'''
 from scenarios.sglang import glue
 from scenarios.workloads.scheduler import Load
 from scenarios.workloads.sessions import Sessions
 from tests.sglang import dropped_free
-def session_cell(drop):
+def session_cell(drop, kv_size=2048):
     try:
-        cache = make(kv_size=2048, mamba_size=64, streaming_sessions=True)
+        cache = make(kv_size=kv_size, mamba_size=64, streaming_sessions=True)
     except glue.GlueError as exc:
         return {"declined": str(exc)}
     drop()
@@ -224,7 +225,8 @@ def session_cell(drop):
     d = s.sessions
     out_cell = {"opened": d.opened, "closed": d.closed, "continued": d.continued,
                 "aborted": d.aborted, "idle_checks": s.idle_check.checks,
-                "held_at_idle": held, "worst_idle_mismatch": worst}
+                "held_at_idle": held, "worst_idle_mismatch": worst,
+                "alloc_failures": s.alloc_failures, "dropped": s.dropped}
     s.drain()
     out_cell["drained"] = {n: a.mismatch for n, a in cache.pool_accounting().items()}
     out_cell["lost"] = [{"pool": g["pool"], "short": g["short"], "found": g["found"],
@@ -233,6 +235,7 @@ def session_cell(drop):
     cache.close()
     return out_cell
 out["sessions"] = {"fixed": session_cell(lambda: None),
+                   "tight": session_cell(lambda: None, kv_size=500),
                    "dropped": session_cell(dropped_free.drop_session_mamba_free)}
 '''
 SESSION_STEPS = 400
@@ -358,14 +361,18 @@ def check_sessions(release: str, cells: dict[str, dict[str, Any]]) -> None:
     from scenarios.sglang.sessions import LACKS
 
     if glue.version_key(release) < glue.version_key("0.5.23"):
-        assert cells == {"fixed": {"declined": f"not mapped on SGLang: {LACKS}"},
-                         "dropped": {"declined": f"not mapped on SGLang: {LACKS}"}}, cells
+        declined = {"declined": f"not mapped on SGLang: {LACKS}"}
+        assert cells == {"fixed": declined, "tight": declined, "dropped": declined}, cells
         return
-    fixed, dropped = cells["fixed"], cells["dropped"]
+    fixed, tight, dropped = cells["fixed"], cells["tight"], cells["dropped"]
     assert fixed["closed"] > 10 and fixed["continued"] > 10 and fixed["aborted"] > 0, fixed
     assert fixed["idle_checks"] > 0 and fixed["held_at_idle"] > 0, fixed
     assert fixed["worst_idle_mismatch"] == 0, fixed
     assert set(fixed["drained"].values()) == {0} and fixed["lost"] == [], fixed
+    # Refused turns keep their Req (a borrowed record stays the session's); dropped ones
+    # are retired (Session.abort_req): the books stay balanced through both.
+    assert tight["alloc_failures"] > 0 and tight["dropped"] > 0, tight
+    assert tight["worst_idle_mismatch"] == 0 and set(tight["drained"].values()) == {0}, tight
     # The same trace (seeded): every session closed holding a record loses its state slot.
     assert dropped["opened"] == fixed["opened"], (fixed, dropped)
     assert dropped["worst_idle_mismatch"] > 0, dropped
