@@ -126,7 +126,11 @@ def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any
         raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
     release = glue.load()
     lifecycle = compat.release_lifecycle()  # what the release has, not its number
-    if lifecycle == compat.HANDLES:
+    if lifecycle == compat.HANDLES and family == "sessions":
+        from scenarios.sglang import sessioncache
+
+        cache = sessioncache.build({**options, "kv_size": kv_size})
+    elif lifecycle == compat.HANDLES:
         from scenarios.sglang import handles
 
         cache = handles.build(family, {**options, "kv_size": kv_size})

@@ -585,12 +585,8 @@ class HandleCache:
 # -------------------------------------------------------------------- building
 def build(family: str, options: Mapping[str, Any],
           cls: type[HandleCache] = HandleCache) -> HandleCache:
-    """The 0.5.23 cache for a scenario family on CPU pools (``sessions``: the Mamba
-    family's cache with SGLang's streaming sessions, ``scenarios/sglang/sessioncache.py``)."""
-    if family == "sessions":
-        from scenarios.sglang import sessioncache
-
-        return sessioncache.build(options)
+    """The 0.5.23 cache for a scenario family on CPU pools (the session scenarios' cache:
+    ``scenarios/sglang/sessioncache.py``, which builds the Mamba family's with ``cls``)."""
     unified = family != "radix"
     mods = Modules(unified)
     publish_server_args(mods)
