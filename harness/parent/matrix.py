@@ -83,15 +83,21 @@ class CheckOptions:
 
 def plan(scenarios: Sequence[Scenario], select: str | None = None) -> list[Cell]:
     """The cells to run: ``select`` is a substring of a ``scenario[cell]`` label or a
-    glob over them (``-k 'mamba*'``); a label copied from the output selects its
-    cell even though its brackets read as a glob character class. Spreading them
-    over machines is :mod:`harness.parent.shards`'."""
+    glob over them (``-k 'mamba*'``), or several, comma-separated (``-k 'pd-*,*-spec*'``:
+    a cell any of them selects); a label copied from the output selects its cell even
+    though its brackets read as a glob character class (labels hold no comma). Spreading
+    them over machines is :mod:`harness.parent.shards`'."""
     cells = [Cell(s, inj) for s in scenarios for inj in (None, *s.regressions)]
     if select:
-        pattern = select if any(c in select for c in "*?[") else f"*{select}*"
-        cells = [c for c in cells
-                 if select in c.label or fnmatch.fnmatchcase(c.label, pattern)]
+        chosen = [part for part in select.split(",") if part]
+        cells = [c for c in cells if any(selects(part, c.label) for part in chosen)]
     return cells
+
+
+def selects(select: str, label: str) -> bool:
+    """Whether one ``-k`` pattern selects a cell's label (a substring, or a glob)."""
+    pattern = select if any(c in select for c in "*?[") else f"*{select}*"
+    return select in label or fnmatch.fnmatchcase(label, pattern)
 
 
 def cell_duration(cell: Cell, options: CheckOptions) -> float:

@@ -52,7 +52,8 @@ class CheckCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         add = parser.add_argument
-        add("-k", dest="select", help="only cells whose 'scenario[cell]' label matches (glob)")
+        add("-k", dest="select", help="only cells whose 'scenario[cell]' label matches (a "
+            "substring or glob; several, comma-separated: any of them)")
         add("--duration", help="duration of every cell (default: each scenario's)")
         add("--nightly", action="store_true",
             help="use each scenario's long default duration instead of its check duration")

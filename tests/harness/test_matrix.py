@@ -52,6 +52,11 @@ def test_select_is_a_substring_or_a_glob() -> None:
     assert len(plan([TOGGLE, OTHER], "other*")) == 3
 
 
+def test_several_comma_separated_selections_take_any_cell_one_of_them_takes() -> None:
+    labels = [c.label for c in plan([TOGGLE, OTHER], "inject:a,toggle*")]
+    assert labels == [c.label for c in plan([TOGGLE])] + ["other[inject:a]"]
+
+
 def test_a_label_copied_from_the_output_selects_its_cell() -> None:
     fixed, injected = plan([TOGGLE])
     assert plan([TOGGLE], fixed.label) == [fixed]
