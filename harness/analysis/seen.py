@@ -28,6 +28,14 @@ from harness.runfiles.rundata import RunData, Series
 from harness.units import format_duration
 
 SEEN_RULE = "not-seen"
+# The notes' record of a load's feature not run on this cache, and how the reasons say it.
+NOT_TAKEN = (
+    ("overlap_not_taken", "overlap scheduling not run"),
+    ("sessions_not_taken", "streaming sessions not run"),
+    ("disagg_not_taken", "disaggregated prefill and decode not run"),
+    ("speculation_not_taken", "speculative decoding not run"),
+    ("bigram_keys_not_taken", "bigram keys not taken"),
+)
 # The scheduler's gauges that say why nothing happened (requests waiting, pools full).
 CONTEXT = ("waiting", "running", "cached_tokens", "alloc_failures", "dropped")
 
@@ -83,21 +91,10 @@ def not_taken(run: RunData) -> list[str]:
             by_reason.setdefault(str(why), []).append(str(path))
         for why, names in by_reason.items():
             sentences.append(f"exit paths not taken: {_listed(names, 'and')} ({why}).")
-        overlap = record.get("overlap_not_taken")
-        if overlap:
-            sentences.append(f"overlap scheduling not run: {overlap}.")
-        sessions = record.get("sessions_not_taken")
-        if sessions:
-            sentences.append(f"streaming sessions not run: {sessions}.")
-        disagg = record.get("disagg_not_taken")
-        if disagg:
-            sentences.append(f"disaggregated prefill and decode not run: {disagg}.")
-        speculation = record.get("speculation_not_taken")
-        if speculation:
-            sentences.append(f"speculative decoding not run: {speculation}.")
-        bigrams = record.get("bigram_keys_not_taken")
-        if bigrams:
-            sentences.append(f"bigram keys not taken: {bigrams}.")
+        for key, words in NOT_TAKEN:  # a load's feature the cache lacks the calls for
+            reason = record.get(key)
+            if reason:
+                sentences.append(f"{words}: {reason}.")
         sentences += [f"the target says: {line.rstrip('.')}." for line in
                       record.get("target_notes") or ()]
     return sentences
