@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,9 +108,7 @@ def _methods(cache: Any, found: Diagnosis) -> bool:
         if not callable(getattr(cache, name, None)):
             found.facts.append(f"no {name}(): {consequence}.")
     _exit_calls(cache, found)
-    _overlap_calls(cache, found)
-    _session_calls(cache, found)
-    _speculative_calls(cache, found)
+    _feature_calls(cache, found)
     return not missing
 
 
@@ -128,35 +127,27 @@ def _exit_calls(cache: Any, found: Diagnosis) -> None:
         found.facts.append(f"exit path {path} is not taken in the *-exits scenarios: {reason}.")
 
 
-def _session_calls(cache: Any, found: Diagnosis) -> None:
-    """Whether the cache runs streaming sessions (mamba-sessions, unified-sessions)."""
-    missing = missing_session_calls(cache)
-    if missing is None:
-        found.facts.append(f"streaming-session calls implemented: {', '.join(SESSION_CALLS)}.")
-    else:
-        found.facts.append(f"streaming sessions are not run (the *-sessions scenarios run "
-                           f"plain requests): {missing}.")
+# The load features a cache takes through optional calls: the facts' words for the calls
+# it implements, what the scenarios do without them, the check naming what it lacks.
+FEATURES: tuple[tuple[str, str, str, Callable[[Any], str | None]], ...] = (
+    ("overlap-scheduling calls", ", ".join(OVERLAP_CALLS),
+     "overlap scheduling is not run (radix-overlap runs with it off)", missing_overlap_calls),
+    ("streaming-session calls", ", ".join(SESSION_CALLS),
+     "streaming sessions are not run (the *-sessions scenarios run plain requests)",
+     missing_session_calls),
+    ("speculative-decoding call", SPEC_CALL,
+     "speculative decoding is not run (the *-spec scenarios decode token by token)",
+     missing_spec_call),
+)
 
 
-def _overlap_calls(cache: Any, found: Diagnosis) -> None:
-    """Whether the cache can run overlap scheduling (radix-overlap launches the next decode
-    batch before the last one's result is processed)."""
-    missing = missing_overlap_calls(cache)
-    if missing is None:
-        found.facts.append(f"overlap-scheduling calls implemented: {', '.join(OVERLAP_CALLS)}.")
-    else:
-        found.facts.append(f"overlap scheduling is not run (radix-overlap runs with it off): "
-                           f"{missing}.")
-
-
-def _speculative_calls(cache: Any, found: Diagnosis) -> None:
-    """Whether the cache can run speculative decoding (the *-spec scenarios)."""
-    missing = missing_spec_call(cache)
-    if missing is None:
-        found.facts.append(f"speculative-decoding call implemented: {SPEC_CALL}.")
-    else:
-        found.facts.append(f"speculative decoding is not run (the *-spec scenarios decode "
-                           f"token by token): {missing}.")
+def _feature_calls(cache: Any, found: Diagnosis) -> None:
+    """Whether the cache runs each load feature (overlap scheduling, streaming sessions,
+    speculative decoding), or what it lacks for it."""
+    for calls, names, without, missing_of in FEATURES:
+        missing = missing_of(cache)
+        found.facts.append(f"{calls} implemented: {names}." if missing is None
+                           else f"{without}: {missing}.")
 
 
 def _coverage(workload: Any, found: Diagnosis) -> None:

@@ -43,6 +43,7 @@ Incidents whose site is the prefill side's scheduler (``Regression.cache ==
 
 from __future__ import annotations
 
+import abc
 import functools
 import random
 from collections.abc import Callable, Iterable
@@ -134,8 +135,9 @@ def missing_calls(cache: object, load: Load) -> str | None:
             "requests are served as by one engine")
 
 
-class DisaggScheduler(Scheduler):
-    """What both sides share: the bootstrap and transfer queues, the fated PD exits."""
+class DisaggScheduler(Scheduler, metaclass=abc.ABCMeta):
+    """What both sides share: the bootstrap and transfer queues, the fated PD exits. Each
+    side moves its own queues (``_pd_step``); a side missing it fails at construction."""
 
     def __init__(self, cache: PrefixCache, traffic: Traffic, load: Load, seed: int = 0,
                  regressions: Iterable[str] = ()) -> None:
@@ -152,8 +154,10 @@ class DisaggScheduler(Scheduler):
     def step(self) -> int:
         return self._pd_step() + super().step()
 
+    @abc.abstractmethod
     def _pd_step(self) -> int:
-        raise NotImplementedError
+        """This side's queues for one step (bootstrap, transfer polls and their exits);
+        returns the cache operations made, as ``step`` does."""
 
     def _enqueue(self, arrivals: int) -> None:
         """Arrivals enter the bootstrap (prealloc) queue, each with its fates."""

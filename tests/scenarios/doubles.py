@@ -15,6 +15,17 @@ from refcache.pools import SlotAllocator
 from refcache.radix import RadixCache
 
 
+def worst_idle(scheduler: Any, steps: int) -> int:
+    """Step ``scheduler`` ``steps`` times; the worst idle finding seen (books off, tokens
+    locked, stale table entries)."""
+    worst = 0
+    for _ in range(steps):
+        scheduler.step()
+        check = scheduler.idle_check
+        worst = max(worst, check.mismatch, check.locked, check.stale)
+    return worst
+
+
 class LockLeakingCache(RadixCache):
     """Skips one ``dec_lock_ref`` in ``every``: that path stays locked for good."""
 

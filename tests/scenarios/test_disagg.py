@@ -21,6 +21,7 @@ from scenarios.workloads.disagg_prefill import PrefillScheduler
 from scenarios.workloads.disagg_sides import make_scheduler
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
+from tests.scenarios.doubles import worst_idle
 
 SHAPE = TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=32)
 PREFILL_OPTIONS = {"kv_size": 2048, "host_size": 4096, "storage_pages": 16384,
@@ -32,12 +33,7 @@ def drive(cache: Any, load: Load, inject: tuple[str, ...] = (), steps: int = STE
           ) -> tuple[Scheduler, int]:
     """Run ``load``; return the scheduler and the worst idle finding seen."""
     scheduler = make_scheduler(cache, Traffic.seeded(0, SHAPE), load, 0, inject)
-    worst = 0
-    for _ in range(steps):
-        scheduler.step()
-        check = scheduler.idle_check
-        worst = max(worst, check.mismatch, check.locked, check.stale)
-    return scheduler, worst
+    return scheduler, worst_idle(scheduler, steps)
 
 
 @pytest.mark.integration

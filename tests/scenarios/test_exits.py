@@ -15,6 +15,7 @@ from scenarios.workloads.common import EXIT_LOAD
 from scenarios.workloads.exits import PATHS, Support
 from scenarios.workloads.scheduler import Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
+from tests.scenarios.doubles import worst_idle
 
 SHAPE = TrafficShape(mix=(0.15, 0.55, 0.05, 0.25), conversations=32)
 STEPS = 1500
@@ -35,12 +36,7 @@ FAMILIES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
 def drive(cache: Any, steps: int = STEPS, seed: int = 0) -> tuple[Scheduler, int]:
     """Run the exit load; return the scheduler and the worst idle finding seen."""
     scheduler = Scheduler(cache, Traffic.seeded(seed, SHAPE), EXIT_LOAD, seed)
-    worst = 0
-    for _ in range(steps):
-        scheduler.step()
-        check = scheduler.idle_check
-        worst = max(worst, check.mismatch, check.locked, check.stale)
-    return scheduler, worst
+    return scheduler, worst_idle(scheduler, steps)
 
 
 @pytest.mark.integration
