@@ -13,7 +13,9 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -30,7 +32,12 @@ class Heartbeat:
     """Touches the heartbeat file from the worker's main loop, at most every ``every_s``.
 
     Only the main loop beats: a sampler thread that keeps running while
-    ``step()`` is blocked must not make a hung worker look alive.
+    ``step()`` is blocked must not make a hung worker look alive. The one
+    exception is :meth:`keep_alive`, for the phases around the loop that can take
+    long without hanging (building a cache that compiles a native extension on
+    first use: ~20 s, ~30 s on a loaded machine; removing thousands of files a
+    storage tier wrote), for a bounded time only, so a phase that truly hangs
+    still goes silent.
     """
 
     def __init__(self, rundir: Path, every_s: float = 0.2) -> None:
@@ -47,6 +54,27 @@ class Heartbeat:
         self._last = now
         os.utime(self.path)
         return self.stop_path.exists()
+
+    @contextlib.contextmanager
+    def keep_alive(self, limit_s: float) -> Iterator[None]:
+        """Beat from a thread while the block runs, for at most ``limit_s`` seconds."""
+        done = threading.Event()
+
+        def beat_until_done() -> None:
+            deadline = time.monotonic() + limit_s
+            while not done.wait(self._every_s) and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):  # the run dir may be going away
+                    os.utime(self.path)
+
+        beater = threading.Thread(target=beat_until_done, name="heartbeat-keep-alive",
+                                  daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beater.join()
+            os.utime(self.path)  # the phase ended: the main loop's clock starts again
 
 
 class StopRequest:

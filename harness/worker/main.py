@@ -45,6 +45,12 @@ from harness.worker.loop import Limits, ScenarioFailure, drive
 from harness.worker.samplers import Sampler, build_samplers, start_available
 from harness.worker.samplers.base import forced_collection
 
+# The phases around the main loop may take this long without being called hung
+# (see Heartbeat.keep_alive): building a cache (imports, a native extension compiled
+# on first use) and closing it (a storage tier's files removed).
+BUILD_ALLOWANCE_S = 300.0
+CLOSE_ALLOWANCE_S = 120.0
+
 EXIT_OK, EXIT_CRASHED, EXIT_REFUSED, EXIT_HARNESS = 0, 1, 2, 3
 
 
@@ -66,7 +72,8 @@ class Worker:
 
     def run(self) -> int:
         try:
-            workload = self.build()
+            with self.heartbeat.keep_alive(BUILD_ALLOWANCE_S):
+                workload = self.build()
         except Refusal as refusal:
             return refuse(self.config.path, refusal)
         try:
@@ -130,6 +137,7 @@ class Worker:
     def start_samplers(self, gauges: dict[str, Gauge]) -> None:
         self.samplers = start_available(build_samplers(self.config, gauges), self.writer,
                                         self.clock)
+        self.heartbeat.beat(self.clock())  # a census of a big heap takes seconds
 
     def write_notes(self, workload: Workload) -> None:
         """The workload's own facts for attribution (optional ``notes()``, see harness.api)."""
@@ -160,7 +168,8 @@ class Worker:
 
     def close(self, workload: Workload) -> None:
         try:
-            workload.close()
+            with self.heartbeat.keep_alive(CLOSE_ALLOWANCE_S):
+                workload.close()
         except Exception as exc:
             raise ScenarioFailure("close") from exc
 

@@ -5,7 +5,10 @@
 light modules its cache code really executes (:data:`EXTRAS`, measured), also
 with ``--no-deps``. Nothing is installed into the virtualenv, so pip never
 resolves torch. Idempotent: a folder that already holds the release and its
-extras is left as it is. Then point the target at it with
+extras is left as it is. Releases that compile their page hash on first use (0.5.17
+on: a torch C++ extension, ~20 s of g++) build it here, once, not inside the first
+host-tier run (where, on a loaded machine, build and start together came within a
+second of the 30 s heartbeat limit). Then point the target at it with
 ``LEAK_HARNESS_SGLANG=0.5.23`` (or the folder's path); with one release installed
 the target finds it without the variable.
 """
@@ -13,6 +16,7 @@ the target finds it without the variable.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -56,6 +60,25 @@ def install(version: str, root: Path = ROOT, quiet: bool = True) -> Path:
     return site
 
 
+def prebuild_page_hash(version: str, root: Path = ROOT) -> str | None:
+    """Compile the release's native page hash into its own extensions folder (a few
+    seconds when already built); None when done or not needed, else why it failed."""
+    site = site_of(version, root)
+    if not (site / "sglang/srt/mem_cache/cpp_utils/native_hash.py").is_file():
+        return None  # 0.5.11 hashes pages in Python
+    if any((site.parent / "torch_extensions").glob("*/*.so")):
+        return None  # built (hostglue.warm_page_hash builds into this folder)
+    env = {**os.environ, ENV_VAR: str(site.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", "from scenarios.sglang import hostglue; hostglue.warm_page_hash()"],
+        env=env, capture_output=True, text=True, cwd=Path(__file__).parents[2],
+    )
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {done.returncode}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.sglang.install",
                                      description=__doc__.split("\n\n")[0])
@@ -65,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     for version in args.versions:
         started = time.monotonic()
         site = install(version, args.root)
+        failed = prebuild_page_hash(version, args.root)
+        if failed is not None:
+            print(f"SGLang {version}: its page hash did not compile ({failed}); the host-tier "
+                  "scenarios will try again in their first run.", file=sys.stderr)
         print(f"SGLang {version} in {site} ({time.monotonic() - started:.0f} s); "
               f"use it with {ENV_VAR}={version}")
     return 0

@@ -17,7 +17,7 @@ import pytest
 from harness.config import BUDGET_FIELDS, RunConfig, SamplerIntervals, read_budgets
 from harness.errors import UsageError
 from harness.parent.runner import RunOutcome, run
-from harness.runfiles.names import SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
+from harness.runfiles.names import CLOSED_EVENT, SAMPLES_FILE, STACKS_FILE, TRACEBACK_FILE
 from harness.runfiles.reader import load_samples
 from harness.runfiles.rundata import RunData
 from harness.runfiles.summary import Summary, load_summary
@@ -118,6 +118,16 @@ def test_hang_is_killed_with_stacks_and_peers_die(no_leftovers: Path) -> None:
     assert "wait_forever" in stacks and "in step" in stacks
     for pid in map(int, (no_leftovers / "peers.txt").read_text().split()):
         assert not alive(pid), f"peer {pid} survived the kill"
+
+
+def test_a_build_and_a_close_slower_than_the_heartbeat_limit_are_not_a_hang(
+    no_leftovers: Path,
+) -> None:
+    # Each phase takes 2.5 s against a 1 s limit: the main loop is not running yet
+    # (or any more), so a bounded keep-alive beats for it.
+    outcome = run_fixture(no_leftovers, "SLOW_TO_BUILD_AND_CLOSE", heartbeat_s=1.0)
+    assert outcome.verdict == "pass", outcome.reasons
+    assert load_samples(no_leftovers / SAMPLES_FILE).event(CLOSED_EVENT) is not None
 
 
 def test_wall_clock_timeout_is_a_hang(no_leftovers: Path) -> None:
