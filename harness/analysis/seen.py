@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.analysis.verdict import Judgement
+from harness.runfiles.names import THREAD_DIED_EVENT
 from harness.runfiles.rundata import RunData, Series
 from harness.units import format_duration
 
@@ -116,3 +117,24 @@ def _context(run: RunData, end_s: float) -> str:
 
 def _listed(items: list[str], last: str = "or") -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+THREAD_RULE = "thread-died"
+
+
+def judge_threads(run: RunData) -> Judgement | None:
+    """``suspicious`` when a thread of the code under test died of an uncaught exception
+    (rule thread-died), else None. The run went on without it: the work that thread was
+    to do (a prefetch, a write-back) never finished, so the budgets judged a cache that
+    did not run as written, and it cannot pass. A leak the data confirms keeps its own
+    verdict; "Where it grows" names the site (:func:`.where.process.thread_findings`).
+    False negatives: a thread whose target catches every exception itself never dies."""
+    died = [e for e in run.events if e.get("name") == THREAD_DIED_EVENT]
+    if not died:
+        return None
+    names = sorted({str(e.get("thread", "unnamed")) for e in died})
+    what = f"{len(died)} thread{'s' if len(died) > 1 else ''} ({', '.join(names[:3])})"
+    reason = (f"{what} of the run died of an uncaught exception, the first at "
+              f"{float(died[0]['t']):.1f} s ({died[0].get('error', 'an error')}): the run went "
+              f"on without what it was doing, so it cannot pass (worker.log has the traceback).")
+    return Judgement("suspicious", THREAD_RULE, reason)

@@ -25,7 +25,7 @@ from harness.analysis.runview import (
     RESOLVED,
     RunView,
 )
-from harness.analysis.seen import judge_seen, not_taken
+from harness.analysis.seen import judge_seen, judge_threads, not_taken
 from harness.analysis.verdict import (
     Judgement,
     combine,
@@ -128,8 +128,9 @@ def summarize(
         # A budget convicted the run before the code under test raised (the end-of-run
         # check after the books already did): a leak, the exception its evidence.
         outcome, evidence = None, outcome_reason
-    verdict, reasons = combine([*judgements, *skips, *([unseen] if unseen else [])], outcome,
-                               outcome_reason)
+    died = judge_threads(run)
+    extra = [j for j in (unseen, died) if j is not None]
+    verdict, reasons = combine([*judgements, *skips, *extra], outcome, outcome_reason)
     if evidence is not None:  # first, where a process ending's reason goes
         reasons = [evidence, *reasons]
     shapes = describe_shapes(view, _judged_series(parsed))

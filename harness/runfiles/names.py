@@ -27,6 +27,7 @@ GC_PLOT = "gc.png"
 GARBAGE_PLOT = "garbage.png"
 GAUGES_PLOT = "gauges.png"
 CLOSED_EVENT = "closed"  # the worker's last event: its end-of-run check passed too
+THREAD_DIED_EVENT = "thread_died"  # a thread ended by an uncaught exception (worker.watch_threads)
 # An allocation window a recorder did not take, with its reason (harness.record.windows).
 WINDOW_SKIPPED_EVENT = "attribution_skipped"
 SUITE_INDEX = "index.html"  # a suite's page, two folders above each of its cells

@@ -369,7 +369,8 @@ class EventLine(TypedDict):
     argv: NotRequired[list[str]]
     scenario: NotRequired[str]  # scenario (recorder)
     where: NotRequired[str]  # crash
-    error: NotRequired[str]  # crash, sampler_failed
+    error: NotRequired[str]  # crash, sampler_failed, thread_died
+    thread: NotRequired[str]  # thread_died: the thread's name
     traceback: NotRequired[str]
     phase: NotRequired[Literal["start", "end"]]  # attribution
     window: NotRequired[int]

@@ -20,8 +20,10 @@ import gc
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,6 +38,7 @@ from harness.runfiles.names import (
     REFUSED_FILE,
     SAMPLES_FILE,
     STACKS_FILE,
+    THREAD_DIED_EVENT,
     TRACEBACK_FILE,
 )
 from harness.runfiles.samples import SampleWriter, header
@@ -71,6 +74,7 @@ class Worker:
         return time.monotonic() - self.t0
 
     def run(self) -> int:
+        watch_threads(self.writer, self.clock)
         try:
             with self.heartbeat.keep_alive(BUILD_ALLOWANCE_S):
                 workload = self.build()
@@ -228,6 +232,28 @@ def record_failure(rundir: Path, writer: SampleWriter | None, exc: BaseException
         error = "".join(traceback.format_exception_only(cause)).strip()
         writer.event("crash", t, where=where, error=error, traceback=text)
     return EXIT_CRASHED if scenario else EXIT_HARNESS
+
+
+def watch_threads(writer: SampleWriter, clock: Callable[[], float]) -> None:
+    """Record every thread that dies of an uncaught exception as a ``thread_died`` event.
+
+    A serving engine's worker threads (a storage prefetch, a write-back, a transfer)
+    die quietly: the process runs on, and whatever the thread was to finish or give
+    back stays held. Python's own hook still prints the traceback to worker.log.
+    """
+    printed = threading.excepthook
+
+    def died(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is not SystemExit:
+            text = "".join(traceback.format_exception(args.exc_type, args.exc_value,
+                                                      args.exc_traceback))
+            error = "".join(traceback.format_exception_only(args.exc_type,
+                                                            args.exc_value)).strip()
+            name = args.thread.name if args.thread is not None else "a thread"
+            writer.event(THREAD_DIED_EVENT, clock(), thread=name, error=error, traceback=text)
+        printed(args)
+
+    threading.excepthook = died
 
 
 def open_stacks(rundir: Path) -> TextIO:

@@ -130,6 +130,20 @@ def test_a_build_and_a_close_slower_than_the_heartbeat_limit_are_not_a_hang(
     assert load_samples(no_leftovers / SAMPLES_FILE).event(CLOSED_EVENT) is not None
 
 
+def test_a_thread_that_dies_is_recorded_named_and_keeps_the_run_from_passing(
+    no_leftovers: Path,
+) -> None:
+    outcome = run_fixture(no_leftovers, "LOSES_A_THREAD")
+    assert outcome.verdict == "suspicious", outcome.reasons
+    died = load_samples(no_leftovers / SAMPLES_FILE).event("thread_died")
+    assert died is not None and died["thread"] == "page-copier"
+    assert died["error"] == "IndexError: list index out of range"
+    [where] = load_summary(no_leftovers).analysis.where or ()
+    assert where.text.startswith("a thread of the code under test (page-copier) died at "
+                                    "tests/harness/fixtures/scenarios.py:")
+    assert "in copy_pages" in where.text
+
+
 def test_wall_clock_timeout_is_a_hang(no_leftovers: Path) -> None:
     outcome = run_fixture(no_leftovers, "HANGING", duration_s=30.0, timeout_s=1.5)
     assert outcome.verdict == "hung"

@@ -49,6 +49,7 @@ from harness.analysis.where.process import (
     lock_findings,
     resource_findings,
     stale_findings,
+    thread_findings,
     transfer_findings,
 )
 from harness.analysis.where.site_holders import with_holder
@@ -71,7 +72,8 @@ def where_it_grows(
 ) -> list[Finding]:
     """The findings for the failing budgets; ``rates``: judged growth per hour by series."""
     failing = {b.metric: j for b, j in zip(budgets, judgements, strict=True) if j.status in FAILING}
-    found: list[Finding] = crash_findings(run.event("crash"))
+    # A crash and a thread that died are named whatever the budgets say.
+    found: list[Finding] = crash_findings(run.event("crash")) + thread_findings(run.events)
     if not failing:
         return found
     if "stale_request_entries" in failing:  # a named table and exit path: the most certain
@@ -152,7 +154,8 @@ def gauge_finding(metric: str, reason: str, owners: Sequence[Finding]) -> Findin
     return Finding("level", metric, reason)
 
 
-# Most certain first: the site that allocated the slots the idle books miss, a crash site,
+# Most certain first: the site that allocated the slots the idle books miss, a crash site
+# or the site a thread of the code under test died at (what it held stays held),
 # a named table or lock says what is wrong by itself
 # (a crash in the workload's end-of-run check, "closing", is a consequence: after the
 # books that showed the leak while it ran);
@@ -160,8 +163,8 @@ def gauge_finding(metric: str, reason: str, owners: Sequence[Finding]) -> Findin
 # explains names its holder, which a bare broken level (a gauge) does not; a
 # site or an owner path is one sample of the growth; a native claim is what is left
 # when nothing else explains it.
-CERTAINTY = ("books", "crash", "table", "locks", "cycles", "tensors", "gauge", "level", "closing",
-             "resources", "shared", "python", "owner", "native", "heap")
+CERTAINTY = ("books", "crash", "thread", "table", "locks", "cycles", "tensors", "gauge", "level",
+             "closing", "resources", "shared", "python", "owner", "native", "heap")
 
 
 def ranked(found: Sequence[Finding]) -> list[Finding]:

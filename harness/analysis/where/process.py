@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.analysis.verdict import Judgement
 from harness.analysis.where.common import Finding
+from harness.runfiles.names import THREAD_DIED_EVENT
 from harness.runfiles.records import EventLine, NotesLine, ResourceGroup
 from harness.runfiles.rundata import RunData
 from harness.units import format_rate
@@ -23,6 +24,12 @@ from harness.units import format_rate
 FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 # Frames that are the harness's or the interpreter's, not the code under test.
 NOT_UNDER_TEST = ("/harness/", "/scenarios/workloads/", "/lib/python3", "<frozen ")
+TESTS = "/tests/"  # a project's tests (the harness's own fixtures too) are code under test
+
+
+def under_test(path: str) -> bool:
+    """Whether a traceback's frame is the code under test's, not the harness's or Python's."""
+    return TESTS in path or not any(part in path for part in NOT_UNDER_TEST)
 
 
 def crash_findings(crash: EventLine | None) -> list[Finding]:
@@ -32,7 +39,7 @@ def crash_findings(crash: EventLine | None) -> list[Finding]:
         return []
     frames = [(path, int(line), func) for path, line, func
               in FRAME.findall(str(crash.get("traceback") or ""))]
-    mine = [f for f in frames if not any(part in f[0] for part in NOT_UNDER_TEST)]
+    mine = [f for f in frames if under_test(f[0])]
     if not mine:
         return []
     site = frame_text(mine[-1])
@@ -43,6 +50,35 @@ def crash_findings(crash: EventLine | None) -> list[Finding]:
         return [Finding("closing", "crash", text, site=site)]
     text = f"the scenario crashed at {site}{caller}: {error}"
     return [Finding("crash", "crash", text, site=site)]
+
+
+def thread_findings(events: Sequence[EventLine]) -> list[Finding]:
+    """Threads of the code under test that died of an uncaught exception (the worker's
+    ``thread_died`` events), one line per site: whatever such a thread was to finish or
+    give back stays held, which is how the slots it held show in the books."""
+    by_site: dict[str, list[EventLine]] = {}
+    texts: dict[str, str] = {}
+    for event in events:
+        if event.get("name") != THREAD_DIED_EVENT:
+            continue
+        frames = [(path, int(line), func) for path, line, func
+                  in FRAME.findall(str(event.get("traceback") or ""))]
+        mine = [f for f in frames if under_test(f[0])]
+        if not mine:
+            continue  # a harness thread: its sampler reports its own failure
+        site = frame_text(mine[-1])
+        caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
+        by_site.setdefault(site, []).append(event)
+        texts[site] = f"{site}{caller}"
+    found = []
+    for site, died in by_site.items():
+        first = died[0]
+        more = f"; {len(died)} threads died there" if len(died) > 1 else ""
+        text = (f"a thread of the code under test ({first.get('thread', 'unnamed')}) died at "
+                f"{texts[site]}: {first.get('error', 'an error')}, at {float(first['t']):.1f} s"
+                f"{more}; what it was to finish or give back stays held")
+        found.append(Finding("thread", "thread_died", text, site=site))
+    return found
 
 
 def frame_text(frame: tuple[str, int, str]) -> str:

@@ -10,6 +10,7 @@ from harness.analysis.where.process import (
     lock_findings,
     resource_groups,
     stale_findings,
+    thread_findings,
 )
 from harness.runfiles.rundata import Series
 from tests.analysis.synth import MB, budgets, linear, run_data, times
@@ -77,3 +78,46 @@ def test_a_crash_is_named_at_the_innermost_frame_of_the_code_under_test() -> Non
                                 "error": "AssertionError: non-leaf, x.id=70",
                                 "traceback": traceback})
     assert closing.kind == "closing" and closing.text.startswith("the end-of-run check failed at")
+
+
+STORAGE_THREAD_DIED = (
+    'Traceback (most recent call last):\n'
+    '  File "/usr/lib/python3.11/threading.py", line 1045, in _bootstrap_inner\n'
+    '  File "/x/site/sglang/srt/managers/cache_controller.py", line 960, in '
+    'prefetch_io_aux_func\n'
+    '  File "/x/site/sglang/srt/managers/cache_controller.py", line 915, in _generic_page_get\n'
+    'IndexError: index 25 is out of bounds for dimension 0 with size 25\n')
+
+
+def died(t: float, thread: str = "Thread-3 (run)") -> dict[str, object]:
+    return {"type": "event", "t": t, "name": "thread_died", "thread": thread,
+            "error": "IndexError: index 25 is out of bounds for dimension 0 with size 25",
+            "traceback": STORAGE_THREAD_DIED}
+
+
+def test_a_thread_that_died_is_named_at_its_site_and_the_run_cannot_pass() -> None:
+    t = times(20, 10.0)
+    run = run_data((t, np.full(t.size, 300 * MB)), warmup_end_s=2.0, loop_end_s=20.0)
+    run.events += [died(10.1), died(11.6, "Thread-6 (run)")]  # type: ignore[list-item]
+    analysis = summarize(run, budgets("rss: 50 MB/h"))
+    assert analysis.verdict == "suspicious"  # flat memory: no leak, but not a clean run
+    assert analysis.reasons[0].startswith(
+        "2 threads (Thread-3 (run), Thread-6 (run)) of the run died of an uncaught exception, "
+        "the first at 10.1 s (IndexError: index 25 is out of bounds")
+    [line] = where_of(analysis)
+    assert line["kind"] == "thread"
+    assert line["site"] == "managers/cache_controller.py:915 in _generic_page_get"
+    assert str(line["text"]).startswith(
+        "a thread of the code under test (Thread-3 (run)) died at managers/cache_controller.py:915 "
+        "in _generic_page_get (called from managers/cache_controller.py:960 in "
+        "prefetch_io_aux_func): "
+        "IndexError")
+    assert "2 threads died there" in str(line["text"])
+
+
+def test_a_harness_thread_that_died_blames_no_code_under_test() -> None:
+    harness_only = {**died(3.0), "traceback": (
+        'Traceback (most recent call last):\n'
+        '  File "/x/harness/worker/samplers/rss.py", line 77, in _watch\n'
+        'OSError: gone\n')}
+    assert thread_findings([harness_only]) == []  # type: ignore[list-item]
