@@ -13,6 +13,8 @@ for how the analysis uses it.
     python bench/calibrate.py --durations 10m --seeds 2 -k radix-steady --out long.json
     python bench/calibrate.py --add long.json   # beside the 20 s and 60 s points
     python bench/calibrate.py --durations 60s --seeds 8 --signals heap -k radix-steady --replace
+    python bench/calibrate.py --durations 20s --seeds 3 --first-seed 10 --target sglang \
+        --out more.json && python bench/calibrate.py --add more.json
 """
 
 from __future__ import annotations
@@ -205,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--durations", default="20s,60s")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds run: --first-seed up to --first-seed + --seeds - 1 "
+                             "(seeds apart from those a benchmark judges, e.g. 10)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("-k", dest="select", default="",
                         help="scenarios whose name contains one of these (a,b)")
@@ -238,12 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.target:
         names = [n for n in names if maps_on(n, args.target)]
     durations = args.durations.split(",")
-    jobs = [(n, d, s) for d in durations for n in names for s in range(args.seeds)]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(n, d, s) for d in durations for n in names for s in seeds]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(one_run, n, d, s, Path(tmp), args.target) for n, d, s in jobs]
         points = [p for f in futures for p in f.result() if p[0] in signals]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     how = (f"bench/calibrate.py --durations {args.durations} --seeds {args.seeds} "
+           f"{f'--first-seed {args.first_seed} ' if args.first_seed else ''}"
            f"--jobs {args.jobs} --signals {','.join(signals)}"
            f"{f' --target {args.target} ({target_code(args.target)})' if args.target else ''}"
            f"; one point per fixed run: "
