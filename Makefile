@@ -16,7 +16,7 @@ TARGET ?=
 TARGET_SUFFIX := $(if $(TARGET),-$(subst :,-,$(subst .,-,$(TARGET))))
 
 .DEFAULT_GOAL := help
-.PHONY: help install sglang-releases sglang-check sglang-bench test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead slot-ledger-cost cell-seeds loaded-check nightly-length docs-numbers lint clean
+.PHONY: help install sglang-releases sglang-check sglang-bench sglang-mutants test test-quick docs-check leak-check nightly nightly-merge bench calibrate sensitivity resolution false-alarms detect-generic attribution-cost record-overhead slot-ledger-cost cell-seeds loaded-check nightly-length docs-numbers lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,12 @@ sglang-check: sglang-releases ## the check matrix on each SGLang release's own c
 
 sglang-bench: sglang-releases ## per SGLang release: mapped scenarios, their verdicts at 20 s, speed beside the reference (~15 min; BENCH_FULL=1: 3 seeds)
 	$(PY) bench/sglang_target.py
+
+# releases and sites per release the mutation bench runs (MUTANT_SITES=0: every executed site)
+MUTANT_RELEASES ?= 0.5.23 0.5.17
+MUTANT_SITES ?= 0
+sglang-mutants: sglang-releases ## SGLang with one free/release/unlock/evict call dropped, each executed site in turn: detected or survived (~35 min a release)
+	$(PY) bench/sglang_mutants.py $(foreach v,$(MUTANT_RELEASES),--release $(v)) --max-sites $(MUTANT_SITES)
 
 test: install sglang-releases ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not docs" --durations=12
