@@ -53,11 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable with
 
 from bench.mutant_sites import Site
 from bench.mutant_target import MUTANT_ENV, PROBE_ENV, candidates
-from bench.record import ROOT, Record, importable_here
+from bench.record import ROOT, SECTIONS, Record, importable_here, write_page
 from harness.runfiles.summary import load_summary
 
 TARGET = "bench.mutant_target:make"
 DETECTED = ("leak", "crashed", "hung")
+SURVIVED = ("pass", "suspicious")
 EXITS_SUFFIX = "-exits"
 
 
@@ -97,6 +98,8 @@ def python_json(args: list[str], release: str) -> Any:
 
 def run_cell(scenario: str, release: str, duration: float, out: Path,
              mutant: str | None = None, probe: Path | None = None) -> Outcome:
+    if (out / "summary.json").exists():  # --work of an interrupted bench: kept, not re-run
+        return outcome(out)
     extra = {MUTANT_ENV: mutant} if mutant else {}
     if probe is not None:
         extra[PROBE_ENV] = str(probe)
@@ -207,7 +210,8 @@ def past(deadline: dt.datetime | None) -> bool:
 def measure(plan: Plan, args: argparse.Namespace, work: Path,
             deadline: dt.datetime | None) -> tuple[dict[str, Outcome], dict[str, Outcome]]:
     """The mutants' outcomes by site key and the controls' by scenario."""
-    sites = plan.runnable()[:args.max_sites] if args.max_sites else plan.runnable()
+    sites = spread(plan.runnable())
+    sites = sites[:args.max_sites] if args.max_sites else sites
     controls = sorted({plan.scenario_of[s.key] for s in sites})
     results: dict[str, Outcome] = {}
     control: dict[str, Outcome] = {}
@@ -220,60 +224,104 @@ def measure(plan: Plan, args: argparse.Namespace, work: Path,
             print(f"  [{len(results) + len(control)}/{total}] control {scenario}: "
                   f"{control[scenario].verdict}", flush=True)
 
-    def mutant_run(i: int, site: Site) -> None:
+    def mutant_run(site: Site) -> None:
         if past(deadline):
             return
         got = run_cell(plan.scenario_of[site.key], plan.release, args.duration,
-                       work / f"mutant-{i:03d}", mutant=site.key)
+                       work / f"mutant-{site.key}", mutant=site.key)
         results[site.key] = got
         when = f" at {got.detect_s:.1f} s" if got.detect_s is not None else ""
         print(f"  [{len(results) + len(control)}/{total}] {site.key} "
               f"({plan.scenario_of[site.key]}): {got.verdict}{when}", flush=True)
 
     work_items: list[Callable[[], None]] = [partial(control_run, c) for c in controls]
-    work_items += [partial(mutant_run, i, s) for i, s in enumerate(sites)]
+    work_items += [partial(mutant_run, s) for s in sites]
     in_parallel(args.jobs, work_items)
     return results, control
 
 
-def short_module(module: str) -> str:
-    return module.removeprefix("sglang.srt.")
+def spread(sites: list[Site]) -> list[Site]:
+    """The sites one module at a time in turn, so a cut (--max-sites, --stop-at) leaves
+    every module's first sites measured rather than the first modules' all."""
+    by_module: dict[str, list[Site]] = {}
+    for site in sites:
+        by_module.setdefault(site.module, []).append(site)
+    queues = list(by_module.values())
+    out: list[Site] = []
+    while any(queues):
+        out += [q.pop(0) for q in queues if q]
+    return out
 
 
-def report(rec: Record, plan: Plan, results: dict[str, Outcome],
-           control: dict[str, Outcome]) -> None:
-    detected = {k: o for k, o in results.items() if o.verdict in DETECTED}
-    survived = {k: o for k, o in results.items() if o.verdict not in DETECTED}
-    rec.say(f"SGLang {plan.release}: {len(plan.candidates)} candidate sites, "
-            f"{len(plan.scenario_of)} executed by the mapped scenarios, "
-            f"{len(plan.skipped)} of those skipped (not recompilable faithfully), "
-            f"{len(results)} mutated and run: {len(detected)} detected, "
-            f"{len(survived)} survived")
-    if plan.probe_failed:
-        rec.say(f"probes that recorded nothing: {', '.join(plan.probe_failed)}")
-    rec.table(["control (unmutated)", "verdict"],
-              [(s, o.verdict) for s, o in sorted(control.items())])
-    rows = []
+def figures_of(plan: Plan, results: dict[str, Outcome],
+               control: dict[str, Outcome]) -> dict[str, Any]:
+    """What a release's section is rendered from (kept in the bench's JSON)."""
     by_key = {s.key: s for s in plan.candidates}
-    for key, got in results.items():
-        site = by_key[key]
-        rows.append((f"{short_module(site.module)}:{site.qualname}:{site.line}",
-                     f"`{site.call[:70]}`", plan.scenario_of[key], got.verdict,
-                     f"{got.detect_s:.1f}" if got.detect_s is not None else "-",
-                     (got.first[:110] or "-").replace("|", "/")))
+    return {
+        "candidates": len(plan.candidates), "executed": len(plan.scenario_of),
+        "skipped": plan.skipped, "probe_failed": plan.probe_failed,
+        "control": {s: vars(o) for s, o in sorted(control.items())},
+        "sites": {k: {**vars(o), "scenario": plan.scenario_of[k], "call": by_key[k].call}
+                  for k, o in results.items()},
+    }
+
+
+def report(rec: Record, release: str, fig: dict[str, Any]) -> None:
+    """A release's totals, controls, per-site table and skipped sites, said through rec."""
+    sites: dict[str, dict[str, Any]] = fig["sites"]
+    count = {group: sum(1 for o in sites.values() if verdict_group(o["verdict"]) == group)
+             for group in ("detected", "error", "survived")}
+    not_run = fig["executed"] - len(fig["skipped"]) - len(sites)
+    rec.say(f"SGLang {release}: {fig['candidates']} candidate sites, {fig['executed']} "
+            f"executed by the mapped scenarios, {len(fig['skipped'])} of those skipped (no "
+            f"faithful recompile), {len(sites)} mutated and run: {count['detected']} "
+            f"detected (leak, crashed, hung), {count['error']} error (the run did not do "
+            f"its scenario's work: a failing cell, not a leak verdict), {count['survived']} "
+            f"survived (pass, suspicious)"
+            + (f"; {not_run} not run (--stop-at or --max-sites)" if not_run else ""))
+    if fig["probe_failed"]:
+        rec.say(f"probes that recorded nothing: {', '.join(fig['probe_failed'])}")
+    rec.table(["control (unmutated)", "verdict"],
+              [(s, o["verdict"]) for s, o in fig["control"].items()])
+    rows = [(short_site(key), f"`{o['call'][:70]}`", o["scenario"], o["verdict"],
+             f"{o['detect_s']:.1f}" if o["detect_s"] is not None
+             and verdict_group(o["verdict"]) != "survived" else "-",
+             (o["first"][:110] or "-").replace("|", "/"))
+            for key, o in sorted(sites.items(), key=lambda kv: site_order(kv[0]))]
     rec.table(["site", "call", "scenario", "verdict", "detected (s)",
                "first 'Where it grows' line"], rows)
-    if plan.skipped:
+    if fig["skipped"]:
         rec.table(["skipped site", "why"],
-                  [(k.removeprefix("sglang.srt."), why) for k, why in plan.skipped.items()])
-    rec.figures[plan.release] = {
-        "candidates": len(plan.candidates), "executed": len(plan.scenario_of),
-        "skipped": plan.skipped, "mutated": len(results), "detected": len(detected),
-        "survived": len(survived), "probe_failed": plan.probe_failed,
-        "control": {s: o.__dict__ for s, o in control.items()},
-        "sites": {k: {**o.__dict__, "scenario": plan.scenario_of[k],
-                      "call": by_key[k].call} for k, o in results.items()},
-    }
+                  [(short_site(k), why) for k, why in fig["skipped"].items()])
+    rec.figures[release] = fig
+
+
+def verdict_group(verdict: str) -> str:
+    if verdict in DETECTED or verdict.startswith("hung"):
+        return "detected"
+    return "survived" if verdict in SURVIVED else "error"
+
+
+def short_site(key: str) -> str:
+    return key.removeprefix("sglang.srt.")
+
+
+def site_order(key: str) -> tuple[str, str, int]:
+    return Site.parse_key(key)
+
+
+def render_again() -> None:
+    """Rewrite the section from its recorded figures (the report's layout changed after
+    the measurement): the date, load and parameters stay the measurement's."""
+    path = SECTIONS / "sglang_mutants.json"
+    doc = json.loads(path.read_text())
+    rec = Record.__new__(Record)
+    rec.body, rec.figures, rec.targets = [], {}, []
+    for release, fig in doc["figures"].items():
+        report(rec, release, fig)
+    doc["body"], doc["figures"] = rec.body, rec.figures
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    write_page()
 
 
 def deadline_of(text: str | None) -> dt.datetime | None:
@@ -294,23 +342,34 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--probe", type=float, default=8.0, help="seconds per probe run")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (at most 2 here)")
     ap.add_argument("--stop-at", help="HH:MM UTC: start no run after it (the rest: not run)")
+    ap.add_argument("--work", help="the runs' folder; runs already in it (an interrupted "
+                    "bench's) are read, not re-run")
+    ap.add_argument("--render", action="store_true", help="run nothing: rewrite the "
+                    "section from docs/benchmarks/sglang_mutants.json's figures")
     return ap.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse(argv)
+    if args.render:
+        render_again()
+        return
     importable_here()
     found = args.release or ["0.5.23"]
     rec = Record("sglang_mutants", "Leaks nobody named: SGLang with one give-back call "
                  "dropped", {"releases": found, "duration_s": args.duration,
                              "probe_s": args.probe, "jobs": args.jobs,
                              "max_sites": args.max_sites})
-    work = Path(tempfile.mkdtemp(prefix="bench-mutants-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-mutants-"))
+    print(f"runs in {work}", flush=True)
     deadline = deadline_of(args.stop_at)
     for release in found:
+        if past(deadline):
+            rec.say(f"SGLang {release}: not measured (--stop-at {args.stop_at} passed)")
+            continue
         plan = plan_release(release, args, work / release)
         results, control = measure(plan, args, work / release, deadline)
-        report(rec, plan, results, control)
+        report(rec, release, figures_of(plan, results, control))
     rec.publish()
 
 
