@@ -269,8 +269,11 @@ def figures_of(plan: Plan, results: dict[str, Outcome],
 def report(rec: Record, release: str, fig: dict[str, Any]) -> None:
     """A release's totals, controls, per-site table and skipped sites, said through rec."""
     sites: dict[str, dict[str, Any]] = fig["sites"]
-    count = {group: sum(1 for o in sites.values() if verdict_group(o["verdict"]) == group)
+    failing = {s for s, o in fig["control"].items() if o["verdict"] not in SURVIVED}
+    count = {group: sum(1 for o in sites.values() if o["scenario"] not in failing
+                        and verdict_group(o["verdict"]) == group)
              for group in ("detected", "error", "survived")}
+    unjudged = sum(1 for o in sites.values() if o["scenario"] in failing)
     not_run = fig["executed"] - len(fig["skipped"]) - len(sites)
     rec.say(f"SGLang {release}: {fig['candidates']} candidate sites, {fig['executed']} "
             f"executed by the mapped scenarios, {len(fig['skipped'])} of those skipped (no "
@@ -278,12 +281,15 @@ def report(rec: Record, release: str, fig: dict[str, Any]) -> None:
             f"detected (leak, crashed, hung), {count['error']} error (the run did not do "
             f"its scenario's work: a failing cell, not a leak verdict), {count['survived']} "
             f"survived (pass, suspicious)"
+            + (f"; {unjudged} not judged: their scenario's unmutated control fails too "
+               f"({', '.join(sorted(failing))})" if unjudged else "")
             + (f"; {not_run} not run (--stop-at or --max-sites)" if not_run else ""))
     if fig["probe_failed"]:
         rec.say(f"probes that recorded nothing: {', '.join(fig['probe_failed'])}")
     rec.table(["control (unmutated)", "verdict"],
               [(s, o["verdict"]) for s, o in fig["control"].items()])
-    rows = [(short_site(key), f"`{o['call'][:70]}`", o["scenario"], o["verdict"],
+    rows = [(short_site(key), f"`{o['call'][:70]}`", o["scenario"],
+             o["verdict"] + (" (control fails)" if o["scenario"] in failing else ""),
              f"{o['detect_s']:.1f}" if o["detect_s"] is not None
              and verdict_group(o["verdict"]) != "survived" else "-",
              (o["first"][:110] or "-").replace("|", "/"))
