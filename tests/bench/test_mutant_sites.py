@@ -154,10 +154,9 @@ import json
 from pathlib import Path
 from bench import mutant_sites, mutant_target
 from scenarios.sglang import glue
-site = mutant_target.release_site()
-found = [s for s in mutant_target.candidates(site) if s.qualname == "release_kv_cache"
-         and "req_to_token_pool.free" in s.call]
-module = glue.import_modules([found[0].module])[0]
+module = glue.import_modules(["sglang.srt.mem_cache.common"])[0]
+found = [s for s in mutant_sites.sites_in_source(module.__name__, Path(module.__file__).read_text())
+         if s.qualname == "release_kv_cache" and "req_to_token_pool.free" in s.call]
 func = module.release_kv_cache
 source = Path(module.__file__).read_text()
 code = mutant_sites.mutant_code(source, module.__file__, "release_kv_cache", found[0].line,
