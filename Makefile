@@ -50,7 +50,7 @@ sglang-bench: sglang-releases ## per SGLang release: mapped scenarios, their ver
 # releases and sites per release the mutation bench runs (MUTANT_SITES=0: every executed site)
 MUTANT_RELEASES ?= 0.5.23 0.5.17
 MUTANT_SITES ?= 0
-sglang-mutants: sglang-releases ## SGLang with one free/release/unlock/evict call dropped, each executed site in turn: detected or survived (~35 min a release)
+sglang-mutants: sglang-releases ## SGLang with one free/release/unlock/evict call dropped, each executed site in turn: detected or survived (~45 min a release at 20 s a run)
 	$(PY) bench/sglang_mutants.py $(foreach v,$(MUTANT_RELEASES),--release $(v)) --max-sites $(MUTANT_SITES)
 
 test: install sglang-releases ## run the unit and integration tests (about 5 minutes; TEST_JOBS=2 workers)
