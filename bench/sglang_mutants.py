@@ -294,9 +294,11 @@ def report(rec: Record, release: str, fig: dict[str, Any]) -> None:
              and verdict_group(o["verdict"]) != "survived" else "-",
              (o["first"][:110] or "-").replace("|", "/"))
             for key, o in sorted(sites.items(), key=lambda kv: site_order(kv[0]))]
+    rec.say(f"each mutant on its scenario's fixed cell ({release}):")
     rec.table(["site", "call", "scenario", "verdict", "detected (s)",
                "first 'Where it grows' line"], rows)
     if fig["skipped"]:
+        rec.say("executed sites skipped:")
         rec.table(["skipped site", "why"],
                   [(short_site(k), why) for k, why in fig["skipped"].items()])
     rec.figures[release] = fig
