@@ -23,7 +23,9 @@ the scheduler does, on the Mamba family's cache (FULL+MAMBA):
   scheduler's loop does.
 - the books: SGLang's idle checker adds the session records
   (``cache.session_records()``) as ``session_held``, with its pool-stats observer's
-  formulas (``kv_private_tokens``, ``kv_mamba_slots``; a record's request row too).
+  formulas (``kv_private_tokens``, ``kv_mamba_slots``; a record's request row too),
+  for open sessions only: a record a closed session left behind is lost, where SGLang's
+  checker would still count it held.
 
 Releases before 0.5.23 decline (``scenarios/sglang/sessions.py``).
 """
@@ -172,9 +174,12 @@ class SessionHandleCache(handles.HandleCache):
 
     # ---------------------------------------------------------------- books
     def _records(self) -> list[Any]:
-        """The session records holding a row (the pool-stats observer's
-        ``_session_kv_rows``)."""
-        return [kv for kv in self.cache.session_records().values() if kv.holds_kv]
+        """The records of open sessions holding a row (the pool-stats observer's
+        ``_session_kv_rows``, less closed sessions'). SGLang's checker counts every
+        record as session-held; a session the controller has closed holds nothing, so
+        a record it left behind (a close that skipped ``release_session``) is lost."""
+        return [kv for sid, kv in self.cache.session_records().items()
+                if kv.holds_kv and sid in self.controller]
 
     def pool_accounting(self) -> dict[str, PoolAccount]:
         """SGLang's idle check with its session-held terms: per record, the tokens past
@@ -217,8 +222,11 @@ class SessionHandleCache(handles.HandleCache):
         return held
 
     def stats(self) -> dict[str, float]:
+        records = self.cache.session_records()
         return {**super().stats(), "sessions_open": float(len(self.controller.sessions)),
-                "session_records": float(len(self.cache.session_records()))}
+                "session_records": float(len(records)),
+                "closed_session_records": float(sum(1 for sid in records
+                                                    if sid not in self.controller))}
 
     def notes(self) -> list[str]:
         return [*super().notes(),

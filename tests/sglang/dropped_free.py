@@ -9,6 +9,8 @@ release with one free call dropped, as a release that lost that call would behav
 - ``drop_session_mamba_free``: ``StreamingSession._free_slot_mamba`` (0.5.23) forgets the
   session's state slot without freeing it, as SGLang #23496's close did: each closed
   session's Mamba state is lost.
+- ``drop_session_release``: ``UnifiedRadixCache.release_session`` (0.5.23) does nothing,
+  so a closed session's whole record stays (SGLang's own checker counts it held).
 
 As a target, the adapter being ``scenarios.sglang:make`` as shipped (``make``: the first
 drop; ``make_rows``: the second)::
@@ -72,6 +74,17 @@ def drop_session_mamba_free() -> None:
         slot.kv.mamba_ping_pong_empty = None
 
     session_cls._free_slot_mamba = _free_slot_mamba
+
+
+def drop_session_release() -> None:
+    """Make ``UnifiedRadixCache.release_session`` (0.5.23) do nothing: a closed session's
+    record, with its KV row, tree lock and Mamba slot, stays in the cache for ever."""
+    unified = glue.import_modules(["sglang.srt.mem_cache.unified_radix_cache"])[0]
+
+    def release_session(self: Any, session_id: str) -> None:
+        return None
+
+    unified.UnifiedRadixCache.release_session = release_session
 
 
 def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:
