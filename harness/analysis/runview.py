@@ -73,6 +73,11 @@ QUANTUM = {"shmem": PAGE, "rss": PAGE, "uss": PAGE}  # the smallest step a serie
 # Series a tracemalloc window moves itself (its traces, tables and snapshots).
 MEMORY_SERIES = ("rss", "uss", *MEMORY_SIGNALS)
 CENSUS_SERIES = ("tensor_pinned",)  # counted, not allocated: an allocation window moves none
+# Gauges read only once what they count has had time to go: ``held_in_transfer`` is what
+# the books still count in transfer at the end of a quiet stretch (at least a second and
+# 40 event rounds with nothing running or waiting: scenarios.workloads.quiet). A reading
+# is already held; one at the run's end (a stretch at 19.5 s of 20) must convict too.
+SETTLED_SERIES = ("held_in_transfer",)
 COUNT_SIGNALS = tuple(name for name, unit in MEMORY_SIGNALS.items() if not unit)
 BYTE_SERIES = ("rss", "uss", *(name for name, unit in MEMORY_SIGNALS.items() if unit == "B"))
 
@@ -160,7 +165,8 @@ class RunView:
     def level(self, name: str, end_s: float) -> Level | None:
         s = self.series[name]
         keep = (s.t >= self.start_s) & (s.t <= end_s) & np.isfinite(s.v)
-        sustain = CENSUS_SUSTAIN if name in CENSUS_SERIES else SUSTAIN
+        sustain = (1 if name in SETTLED_SERIES
+                   else CENSUS_SUSTAIN if name in CENSUS_SERIES else SUSTAIN)
         return level(s.v[keep], sustain) if np.any(keep) else None
 
     def garbage(self, end_s: float) -> gb.Rate | None:

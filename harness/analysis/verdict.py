@@ -122,10 +122,10 @@ def judge_level(label: str, held: Level, budget: Budget) -> Judgement:
         # Rule sustained-level. False positives: a legitimate burst longer than
         # SUSTAIN samples (a peer stalled for a second), or than a census's
         # CENSUS_SUSTAIN readings; give the limit headroom.
-        return Judgement(
-            "leak", "sustained-level",
-            f"{label} held {sustained} for {held.held_for}+ samples, over {budget.text!r}.",
-        )
+        held_text = (f"read {sustained} after what it counts had time to go"
+                     if held.held_for == 1 else
+                     f"held {sustained} for {held.held_for}+ samples")
+        return Judgement("leak", "sustained-level", f"{label} {held_text}, over {budget.text!r}.")
     if held.peak > budget.limit and math.isnan(held.sustained):
         # Rule too-few-samples. Fewer than held_for samples so far: over the
         # limit, but whether it stays there is not known yet.
