@@ -32,18 +32,26 @@ def under_test(path: str) -> bool:
     return TESTS in path or not any(part in path for part in NOT_UNDER_TEST)
 
 
+def raised_at(traceback: str) -> tuple[str, str] | None:
+    """The innermost frame of the code under test in ``traceback`` and, when there is
+    one, its caller as " (called from ...)"; None when no frame is the code's."""
+    frames = [(path, int(line), func) for path, line, func in FRAME.findall(traceback)]
+    mine = [f for f in frames if under_test(f[0])]
+    if not mine:
+        return None
+    caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
+    return frame_text(mine[-1]), caller
+
+
 def crash_findings(crash: EventLine | None) -> list[Finding]:
     """Where the scenario raised: the innermost frame of the code under test, its caller
     and the exception, from the worker's ``crash`` event."""
     if crash is None or crash.get("where") == "harness":
         return []
-    frames = [(path, int(line), func) for path, line, func
-              in FRAME.findall(str(crash.get("traceback") or ""))]
-    mine = [f for f in frames if under_test(f[0])]
-    if not mine:
+    found = raised_at(str(crash.get("traceback") or ""))
+    if found is None:
         return []
-    site = frame_text(mine[-1])
-    caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
+    site, caller = found
     error = crash.get("error", "an error")
     if crash.get("where") == "close":  # the workload's own check once the loop was over
         text = f"the end-of-run check failed at {site}{caller}: {error}"
@@ -56,29 +64,20 @@ def thread_findings(events: Sequence[EventLine]) -> list[Finding]:
     """Threads of the code under test that died of an uncaught exception (the worker's
     ``thread_died`` events), one line per site: whatever such a thread was to finish or
     give back stays held, which is how the slots it held show in the books."""
-    by_site: dict[str, list[EventLine]] = {}
-    texts: dict[str, str] = {}
+    by_site: dict[tuple[str, str], list[EventLine]] = {}
     for event in events:
-        if event.get("name") != THREAD_DIED_EVENT:
-            continue
-        frames = [(path, int(line), func) for path, line, func
-                  in FRAME.findall(str(event.get("traceback") or ""))]
-        mine = [f for f in frames if under_test(f[0])]
-        if not mine:
-            continue  # a harness thread: its sampler reports its own failure
-        site = frame_text(mine[-1])
-        caller = f" (called from {frame_text(mine[-2])})" if len(mine) > 1 else ""
-        by_site.setdefault(site, []).append(event)
-        texts[site] = f"{site}{caller}"
-    found = []
-    for site, died in by_site.items():
+        found = raised_at(str(event.get("traceback") or ""))
+        if event.get("name") == THREAD_DIED_EVENT and found is not None:
+            by_site.setdefault(found, []).append(event)  # None: a harness thread's
+    findings = []
+    for (site, caller), died in by_site.items():
         first = died[0]
         more = f"; {len(died)} threads died there" if len(died) > 1 else ""
         text = (f"a thread of the code under test ({first.get('thread', 'unnamed')}) died at "
-                f"{texts[site]}: {first.get('error', 'an error')}, at {float(first['t']):.1f} s"
+                f"{site}{caller}: {first.get('error', 'an error')}, at {float(first['t']):.1f} s"
                 f"{more}; what it was to finish or give back stays held")
-        found.append(Finding("thread", "thread_died", text, site=site))
-    return found
+        findings.append(Finding("thread", "thread_died", text, site=site))
+    return findings
 
 
 def frame_text(frame: tuple[str, int, str]) -> str:
