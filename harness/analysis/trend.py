@@ -15,7 +15,9 @@ should be judged on (``Trend.basis``):
   with confidence: a cache reaching its cap) or a late start (the last third
   confirms more growth than the whole window, with a narrower interval from a
   third of the data: a leak that began mid-run, where one line through
-  flat-then-rising data fits so badly that its interval is useless). Switching
+  flat-then-rising data fits so badly that its interval is useless), whose
+  lower bound must also beat the first third's slope (a level wandering slower
+  than a third climbs with confidence somewhere). Switching
   never weakens a verdict: estimate and lower bound are both higher. A steady
   series almost never switches (a third of the data gives an interval about 5x
   wider, not narrower); on noise the last third must still beat the budget with
@@ -149,7 +151,7 @@ def continues(t: FloatArray, v: FloatArray, start: float) -> bool:
 def _shapes(t: FloatArray, v: FloatArray, overall: Slope) -> Trend:
     tail = _tail_slope(t, v)
     plateau = tail is not None and _levelled_off(t, v, overall, tail)
-    sped_up = tail is not None and _started_late(overall, tail)
+    sped_up = tail is not None and _started_late(overall, tail) and _new_rise(t, v, tail)
     saw = find_sawtooth(t, v, overall.per_h)
     floor = sen_slope(saw.floor_t, saw.floor_v) if saw is not None else None
     step = find_step(t, v) if saw is None else None
@@ -198,6 +200,26 @@ def _started_late(overall: Slope, tail: Slope) -> bool:
     """The last third confirms more growth than the whole, and more precisely."""
     narrower = tail.ci[1] - tail.ci[0] < overall.ci[1] - overall.ci[0]
     return narrower and tail.ci[0] > max(overall.ci[0], 0.0) and tail.per_h > overall.per_h
+
+
+def _new_rise(t: FloatArray, v: FloatArray, tail: Slope) -> bool:
+    """The last third confirms a rate above the one the first third grew at.
+
+    A late start is growth the series did not show before. The tail's interval
+    knows only the tail's own noise: a level that wanders over longer times than
+    a third (a queue of requests filling and draining, a tree splitting and
+    merging) climbs with confidence in some stretch, and a last third that
+    allocation windows cut to 3 s of samples judged such a climb: seen on SGLang's
+    unified-hicache-exits, +2.6M blocks/h in the tail after the first third rose
+    faster, a ``leak``. The first third stands for "before" (the same length, the
+    same estimator): a leak that started inside it is steep over the whole window
+    anyway. Too few samples there to fit keeps the rule as it was.
+    """
+    early = t <= t[0] + TAIL_FRACTION * (t[-1] - t[0])
+    if np.count_nonzero(early) < MIN_SAMPLES:
+        return True
+    before = sen_slope(t[early], v[early])
+    return before is None or tail.ci[0] > before.per_h
 
 
 def _tail_slope(t: FloatArray, v: FloatArray) -> Slope | None:

@@ -68,7 +68,7 @@ from scenarios.workloads.speculative import (
     bigram_note,
     missing_call,
 )
-from scenarios.workloads.traffic import Traffic
+from scenarios.workloads.traffic import Traffic, draw_tokens
 
 
 @dataclass(frozen=True)
@@ -378,7 +378,7 @@ class Scheduler:
         return 1
 
     def _draft(self, n: int) -> list[int]:
-        return [self.traffic.rng.randrange(self.traffic.shape.vocab) for _ in range(n)]
+        return draw_tokens(self.traffic.rng, self.traffic.shape.vocab, n)
 
     def _next_tokens(self, run: Running) -> bool:
         """Autoregressive decode: a few new tokens with their slots (with speculation,

@@ -34,7 +34,7 @@ from scenarios.workloads.exits import ABORT_RUNNING, Fate, Support
 from scenarios.workloads.health import IdleCheck
 from scenarios.workloads.request_state import Running, Waiting
 from scenarios.workloads.slots import Serving
-from scenarios.workloads.traffic import Request, Traffic
+from scenarios.workloads.traffic import Request, Traffic, draw_tokens
 
 
 class Scheduling(Protocol):
@@ -135,8 +135,7 @@ class SessionDriver:
 
     def _tokens(self) -> list[int]:
         n = max(1, round(self.rng.lognormvariate(math.log(self.config.turn_len), 0.6)))
-        vocab = self.s.traffic.shape.vocab
-        return [self.rng.randrange(vocab) for _ in range(n)]
+        return draw_tokens(self.rng, self.s.traffic.shape.vocab, n)
 
     # ------------------------------------------------------------------ turns
     def turn_finished(self, run: Running) -> bool:

@@ -192,3 +192,27 @@ def test_a_constant_count_loses_no_warm_up() -> None:
     for level_ in (4.0, 3.0, 11.0, 1234567.0):
         trend = growth(t, np.full(t.size, level_), warmup_s=2.0)
         assert trend is not None and trend.start_s == t[0]
+
+
+def test_a_leak_that_starts_late_is_judged_on_its_tail() -> None:
+    """Flat for 55% of a minute, then 300 MB/h: the last third carries the rate."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        t = times(60.0, 10.0)
+        v = linear(np.maximum(t - 33.0, 0.0), 300 * MB) + ar1(rng, t.size, 0.8, 0.05 * MB)
+        trend = growth(t, v, auto_warmup=False)
+        assert trend is not None and trend.sped_up and trend.basis == "tail"
+        assert trend.judged.ci[0] > trend.overall.per_h
+
+
+def test_a_wandering_level_climbing_in_its_last_third_is_no_late_start() -> None:
+    """A level that rises and falls over 12 s (a queue filling and draining): the
+    last third climbs with confidence, but no faster than the first third did."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        t = times(18.0, 10.0)
+        v = 1e6 + 2000 * np.sin(2 * np.pi * t / 12.0 - np.pi / 2) + rng.normal(0, 150, t.size)
+        trend = growth(t, v, auto_warmup=False)
+        assert trend is not None and trend.tail is not None
+        assert trend.tail.ci[0] > max(trend.overall.ci[0], 0.0)  # what the old rule took
+        assert not trend.sped_up and trend.basis == "all"
