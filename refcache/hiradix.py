@@ -314,13 +314,16 @@ class HiRadixCache(HostListTier):
         }
 
     def pool_accounting(self) -> dict[str, PoolAccount]:
-        """Host slots of prefetches in flight are protected, held by copies in flight."""
+        """Host slots of prefetches in flight are protected, held by copies in flight;
+        host copies a prefetch's ``protect_host`` still locks are pinned."""
         books = super().pool_accounting()
         held = sum(len(op.host) for op in self.ongoing_prefetch.values())
-        if held:
-            host = books["host"]
-            books["host"] = dataclasses.replace(
-                host, protected=host.protected + held, in_transfer=host.in_transfer + held)
+        pinned = sum(len(n.host_value) for n in self.iter_nodes()
+                     if n.host_ref_counter > 0 and n.host_value is not None)
+        host = books["host"]
+        books["host"] = dataclasses.replace(
+            host, protected=host.protected + held, in_transfer=host.in_transfer + held,
+            pinned=pinned)
         return books
 
     # ------------------------------------------------------------------ checks

@@ -170,6 +170,16 @@ class HiLegacyCache(HostTierBooks, LegacyCache):
         lock = getattr(node, "lock_ref", None)
         return int(node.full_lock_ref if lock is None else lock)
 
+    def _lock_anchors(self) -> list[Any]:
+        cache = self.cache
+        return [*cache.ongoing_backup.values(), *self._transfer_nodes(),
+                *(entry[0] for entry in list(cache.ongoing_prefetch.values()))]
+
+    def _host_lock(self, node: Any, mamba: bool) -> int:
+        """``host_ref_counter`` (``protect_host``/``release_host``), or HiMamba's
+        ``host_mamba_ref_counter`` for its state copy."""
+        return int(getattr(node, "host_mamba_ref_counter" if mamba else "host_ref_counter", 0))
+
     def request_tables(self) -> dict[str, list[int]]:
         """SGLang's per-request host-tier tables, by the harness's request ids."""
         cache = self.cache

@@ -195,6 +195,25 @@ class HostTierCache(HostTierBooks, HandleCache):
     def _kv_lock(self, node: Any) -> int:
         return int(node.component_data[self._full].lock_ref)
 
+    def _lock_anchors(self) -> list[Any]:
+        cache = self.cache
+        ids = [node_id for node_id, _ in list(cache.ongoing_backup.values())]
+        ids += [info.anchor_node_id for info in list(cache.ongoing_prefetch.values())]
+        ids += [op.node_id for op in (*cache.ongoing_load_back.values(),
+                                      *cache.ongoing_write_through.values())]
+        return [node for node in map(self._node_or_none, ids) if node is not None]
+
+    def _node_or_none(self, node_id: Any) -> Any:
+        """The node of an id, or None once the tree has deleted it."""
+        try:
+            return self.cache.resolve_node_handle(node_id)
+        except (KeyError, LookupError):
+            return None
+
+    def _host_lock(self, node: Any, mamba: bool) -> int:
+        kind = self.mods.components.ComponentType.MAMBA if mamba else self._full  # type: ignore[union-attr]
+        return int(node.component_data[kind].host_lock_ref)
+
     def request_tables(self) -> dict[str, list[int]]:
         """SGLang's per-request host-tier tables, by the harness's request ids."""
         cache = self.cache

@@ -11,9 +11,11 @@ transfer and acknowledgement in flight must have finished (at least
 ``Quiet.rounds`` event rounds and ``Quiet.seconds`` of wall time, the rounds run
 back to back: the reference's copies take two rounds, SGLang's copy threads
 milliseconds). Whatever any pool's books
-still count as in transfer at the end of the stretch is held: the
-``held_in_transfer`` gauge of ``scenarios.workloads.health``, budgeted
-``<= 0`` in the scenarios with a host or storage tier.
+still count as in transfer at the end of the stretch is held, and so is every
+copy a lock for work in flight still pins (``PoolAccount.pinned``: a storage
+backup's or a load back's host lock never released): the ``held_in_transfer``
+gauge of ``scenarios.workloads.health``, budgeted ``<= 0`` in the scenarios with
+a host or storage tier.
 
 Decode-only stretches are not used: a request that finishes writes its prefix
 through, a copy started inside the stretch. No request arrives, waits or runs
@@ -24,7 +26,7 @@ rounds the wall time asks for.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -43,18 +45,20 @@ class Quiet:
 
 @dataclass
 class Held:
-    """The last stretch's end: what each pool's books still counted as in transfer."""
+    """The last stretch's end: what each pool's books still counted as in transfer, and
+    the slots locks for work in flight still pinned."""
 
     pools: dict[str, int]
     rounds: int
     seconds: float
+    pinned: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return sum(self.pools.values())
+        return sum(self.pools.values()) + sum(self.pinned.values())
 
     def note(self) -> dict[str, Any]:
-        return {"pools": dict(self.pools), "rounds": self.rounds,
+        return {"pools": dict(self.pools), "pinned": dict(self.pinned), "rounds": self.rounds,
                 "seconds": round(self.seconds, 2)}
 
 
@@ -84,7 +88,7 @@ class QuietStretches:
     def after_round(self, busy: bool, read_in_transfer: Any) -> None:
         """After the step's event round: count it if the stretch has begun (nothing
         running, waiting or in flight); at its end read the books' in-transfer counts
-        (``read_in_transfer() -> {pool: slots}``)."""
+        and pins (``read_in_transfer() -> ({pool: slots}, {pool: slots pinned})``)."""
         if not self._due:
             return
         if busy:
@@ -99,7 +103,8 @@ class QuietStretches:
         # 38 to 67, a 'leak'; back to back: +8 MB/h, interval -4.5 to 21, a pass).
         if self._rounds < self.quiet.rounds or elapsed < self.quiet.seconds:
             return
-        self.last = Held(read_in_transfer(), self._rounds, elapsed)
+        in_transfer, pinned = read_in_transfer()
+        self.last = Held(in_transfer, self._rounds, elapsed, pinned)
         self.stretches += 1
         self._due, self._rounds = False, 0
         self.traffic_steps += 1

@@ -11,6 +11,7 @@ import pytest
 
 from harness.analysis.where.process import transfer_findings
 from refcache import factories
+from scenarios.workloads.exits import Exits
 from scenarios.workloads.quiet import Quiet
 from scenarios.workloads.scheduler import Load, Scheduler
 from scenarios.workloads.traffic import Traffic, TrafficShape
@@ -44,8 +45,8 @@ def forget_one_write_ack(cache: Any) -> None:
     controller._finish = forgetful
 
 
-def run(cache: Any, stretches: int = 2, max_steps: int = 3000) -> Scheduler:
-    load = Load(max_running=6, chunk_size=16, quiet=QUIET)
+def run(cache: Any, stretches: int = 2, max_steps: int = 3000, match_ahead: int = 0) -> Scheduler:
+    load = Load(max_running=6, chunk_size=16, quiet=QUIET, exits=Exits(match_ahead=match_ahead))
     scheduler = Scheduler(cache, Traffic.seeded(0, SHAPE), load, seed=0)
     while scheduler.quiet.stretches < stretches and scheduler.steps < max_steps:
         scheduler.step()
@@ -81,3 +82,33 @@ def test_the_load_clock_stops_while_a_stretch_is_due() -> None:
     assert plain.quiet.traffic_steps == plain.steps == 50
     quiet = run(HOST_CACHES["hiradix"](), stretches=1)
     assert quiet.quiet.traffic_steps < quiet.steps
+
+
+def forget_host_releases(cache: Any) -> None:
+    """Every landed or aborted prefetch forgets ``release_host``: the host node it hung
+    under stays locked once nothing is in flight."""
+    release = cache._release_prefetch
+
+    def forgetful(op: Any) -> None:
+        release(op)
+        op.node.host_ref_counter += 1  # the decrement undone: a missing release_host
+
+    cache._release_prefetch = forgetful
+
+
+def test_a_host_lock_never_released_is_held_after_a_quiet_stretch() -> None:
+    # A host tier the load overflows, so requests find their evicted pages in storage.
+    prefetching = partial(factories.hiradix_cache, kv_size=128, host_size=256,
+                          storage_pages=4096, prefetch_ticks=3)
+    fixed = run(prefetching(), stretches=3, match_ahead=4)
+    assert fixed.quiet.held == 0 and fixed.cache.prefetches > 0
+    cache = prefetching()
+    forget_host_releases(cache)
+    scheduler = run(cache, stretches=3, match_ahead=4)
+    held = scheduler.quiet.last
+    assert held is not None and held.pinned.get("host", 0) > 0 and not held.pools
+    assert scheduler.quiet.held == held.pinned["host"]
+    (finding,) = transfer_findings([{"type": "notes", "t": 0.0,
+                                     "held_in_transfer": held.note()}])
+    assert finding.text.startswith(f"host pool: {held.pinned['host']:,} slots of the tree's "
+                                   "copies still locked after a quiet stretch")
