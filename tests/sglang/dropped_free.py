@@ -11,6 +11,9 @@ release with one free call dropped, as a release that lost that call would behav
   session's Mamba state is lost.
 - ``drop_session_release``: ``UnifiedRadixCache.release_session`` (0.5.23) does nothing,
   so a closed session's whole record stays (SGLang's own checker counts it held).
+- ``drop_host_lock_release``: the host lock's release does nothing
+  (``UnifiedTreeCore.dec_host_lock_ref`` on 0.5.23, ``TreeNode.release_host`` before):
+  every host copy a backup, load back or prefetch locked stays locked, never evictable.
 
 As a target, the adapter being ``scenarios.sglang:make`` as shipped (``make``: the first
 drop; ``make_rows``: the second)::
@@ -85,6 +88,16 @@ def drop_session_release() -> None:
         return None
 
     unified.UnifiedRadixCache.release_session = release_session
+
+
+def drop_host_lock_release() -> None:
+    """Make the host lock's release a no-op on the installed release."""
+    if glue.version_key(glue.load().version) >= glue.version_key("0.5.23"):
+        core = glue.import_modules(["sglang.srt.mem_cache.unified_cache.unified_tree_core"])
+        core[0].UnifiedTreeCore.dec_host_lock_ref = lambda self, *args, **kwargs: None
+        return
+    radix = glue.import_modules(["sglang.srt.mem_cache.radix_cache"])[0]
+    radix.TreeNode.release_host = lambda self: None
 
 
 def make(inject: Sequence[str] = (), kv_size: int = 8192, **options: Any) -> Any:

@@ -416,8 +416,9 @@ def check_provenance(release: str, lost: dict[str, list[dict[str, Any]]]) -> Non
 # steps on the release's own host-tier cache (0.5.11/0.5.17: HiRadixCache with the file
 # storage backend, HiMambaRadixCache; 0.5.23: UnifiedRadixCache with HiCache), drains,
 # then is read after one collection: SGLang's books balanced in every pool (device, host,
-# request rows), nothing locked but copies in flight, no per-request table entry left, no
-# detached node, and the storage folder gone once the cache is closed.
+# request rows), nothing locked but copies in flight, no host copy pinned by a host lock
+# nothing in flight explains, no per-request table entry left, no detached node, and the
+# storage folder gone once the cache is closed; then with the host lock's release dropped.
 HOST_CELL = r'''
 import gc, json, os, sys
 from scenarios.sglang import make
@@ -451,6 +452,7 @@ for family, options in families.items():
         "drained_mismatch": {n: a.mismatch for n, a in books.items()},
         "drained_locked": {n: a.protected - a.in_transfer for n, a in books.items()
                            if n in ("full", "mamba")},
+        "drained_pinned": {n: a.pinned for n, a in books.items() if a.pinned},
         "tables": {n: ids for n, ids in cache.request_tables().items() if ids},
         "detached": stats.get("detached_alive_nodes", 0.0),
         "backed_up": stats.get("backed_up_nodes", 0.0),
@@ -459,6 +461,17 @@ for family, options in families.items():
     cache.close()
     out[family]["storage_left"] = storage is not None and os.path.exists(storage.folder)
     out[family]["storage"] = storage is not None
+# Last (the drop patches SGLang for the rest of the process): the host lock's release
+# dropped; drained, the host copies its locks pin are what the books report as pinned.
+from tests.sglang import dropped_free
+dropped_free.drop_host_lock_release()
+cache = make(**families["hiradix"])
+s = Scheduler(cache, Traffic.seeded(0, shape), EXIT_LOAD, 0)
+for _ in range(int(sys.argv[1]) // 2):
+    s.step()
+s.drain()
+out["host_lock_dropped"] = {n: a.pinned for n, a in cache.pool_accounting().items()}
+cache.close()
 print(json.dumps(out))
 '''
 HOST_STEPS = 400
@@ -467,6 +480,8 @@ HOST_STEPS = 400
 @pytest.mark.parametrize("release", RELEASES)
 def test_each_release_drains_its_host_tier_with_the_books_balanced(release: str) -> None:
     cells = json.loads(run_child(HOST_CELL, release, str(HOST_STEPS)))
+    # A host lock never released pins host copies nothing in flight explains.
+    assert cells.pop("host_lock_dropped")["host"] > 0
     assert set(cells) == {"hiradix", "himamba"}
     for family, cell in cells.items():
         if "crashed" in cell:
@@ -482,6 +497,7 @@ def test_each_release_drains_its_host_tier_with_the_books_balanced(release: str)
         assert "host" in cell["drained_mismatch"], (family, cell)
         assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
         assert set(cell["drained_locked"].values()) == {0}, (family, cell)
+        assert cell["drained_pinned"] == {}, (family, cell)
         assert cell["tables"] == {}, (family, cell)
         assert cell["backed_up"] > 0, (family, cell)
         if family == "himamba" and glue.version_key(release) < glue.version_key("0.5.17"):
