@@ -314,17 +314,21 @@ class HiRadixCache(HostListTier):
         }
 
     def pool_accounting(self) -> dict[str, PoolAccount]:
-        """Host slots of prefetches in flight are protected, held by copies in flight;
-        host copies a prefetch's ``protect_host`` still locks are pinned."""
+        """Host slots of prefetches in flight are protected, held by copies in flight."""
         books = super().pool_accounting()
         held = sum(len(op.host) for op in self.ongoing_prefetch.values())
-        pinned = sum(len(n.host_value) for n in self.iter_nodes()
-                     if n.host_ref_counter > 0 and n.host_value is not None)
-        host = books["host"]
-        books["host"] = dataclasses.replace(
-            host, protected=host.protected + held, in_transfer=host.in_transfer + held,
-            pinned=pinned)
+        if held:
+            host = books["host"]
+            books["host"] = dataclasses.replace(
+                host, protected=host.protected + held, in_transfer=host.in_transfer + held)
         return books
+
+    def locked_copies(self) -> dict[str, int]:
+        """Host copies a ``protect_host`` still locks that no prefetch in flight took."""
+        anchors = {id(op.node) for op in self.ongoing_prefetch.values()}
+        return {"host": sum(len(n.host_value) for n in self.iter_nodes()
+                            if n.host_ref_counter > 0 and n.host_value is not None
+                            and id(n) not in anchors)}
 
     # ------------------------------------------------------------------ checks
     def _sanity_extra(self, outstanding_states: int) -> None:

@@ -33,12 +33,6 @@ class PoolAccount:
     session_held == size``); ``session_locked``: the part of ``protected``
     locked by those sessions' prefixes. Both are held memory, not lost; both
     stay 0 for a cache without sessions.
-
-    ``pinned``: slots of the tree's own copies that a lock for work in flight
-    keeps from eviction (a host copy locked while it is backed up to storage or
-    loaded back). They are already counted as ``evictable`` or ``protected``, so
-    they are no part of the balance; they are read after a quiet stretch, when no
-    work is in flight and a pin left is a lock no path released.
     """
 
     size: int
@@ -48,7 +42,6 @@ class PoolAccount:
     in_transfer: int = 0
     session_held: int = 0
     session_locked: int = 0
-    pinned: int = 0
 
     @classmethod
     def of(cls, pool: SlotAllocator, evictable: int, protected: int) -> PoolAccount:

@@ -313,11 +313,11 @@ class TwiceHeld(TypedDict):
 
 class HeldInTransfer(TypedDict):
     """What the books still counted in transfer at the end of the last quiet stretch
-    (``scenarios/workloads/quiet.py``), what locks for work in flight still pinned, and
-    how long that stretch was."""
+    (``scenarios/workloads/quiet.py``), the tree's copies locks for work in flight still
+    held, and how long that stretch was."""
 
     pools: dict[str, int]  # pool -> slots
-    pinned: NotRequired[dict[str, int]]  # pool -> slots of tree copies a lock still pins
+    locked: NotRequired[dict[str, int]]  # pool -> slots of tree copies a lock still holds
     rounds: int  # event rounds with nothing running or waiting
     seconds: float
 

@@ -182,12 +182,12 @@ class HostTierBooks(_Base, metaclass=abc.ABCMeta):
         """The nodes SGLang's tables of work in flight name (storage backups, prefetches,
         load backs, write-throughs): the host locks they took are theirs until done."""
 
-    def _pinned(self, values: Callable[[Any], tuple[Any, Any]], mamba: bool) -> int:
-        """Host slots of copies a host lock pins that no work in flight explains
-        (``PoolAccount.pinned``). A lock is the work's if its node or a descendant is
-        named by a table of work in flight: a lock held over a node that later splits
-        holds the new parent too. A storage backlog (backups queued behind a slow store)
-        is work in flight, not a pin."""
+    def locked_copies(self) -> dict[str, int]:
+        """Host slots of copies a host lock holds that no work in flight explains (the
+        protocol's ``locked_copies``, read after a quiet stretch). A lock is the work's if
+        its node or a descendant is named by a table of work in flight: a lock held over
+        a node that later splits holds the new parent too. A storage backlog (backups
+        queued behind a slow store) is work in flight, not a lost release."""
         from scenarios.sglang.handles import walk
 
         explained: set[int] = set()
@@ -195,9 +195,14 @@ class HostTierBooks(_Base, metaclass=abc.ABCMeta):
             while node is not None and id(node) not in explained:
                 explained.add(id(node))
                 node = node.parent
-        return sum(staged(values(node)[1]) for node in walk(self.root_node)
-                   if node is not self.root_node and id(node) not in explained
-                   and self._host_lock(node, mamba) > 0)
+        locked = [node for node in walk(self.root_node)
+                  if node is not self.root_node and id(node) not in explained]
+        out = {"host": sum(staged(self._kv_values(n)[1]) for n in locked
+                           if self._host_lock(n, mamba=False) > 0)}
+        if self._mamba_host_pool() is not None:
+            out["mamba_host"] = sum(staged(self._mamba_values(n)[1]) for n in locked
+                                    if self._host_lock(n, mamba=True) > 0)
+        return out
 
     def _held(self, values: Callable[[Any], tuple[Any, Any]]) -> tuple[int, int, int, int]:
         """Host slots of nodes only on the host (evictable) and of nodes also on the
@@ -238,17 +243,13 @@ class HostTierBooks(_Base, metaclass=abc.ABCMeta):
             books["full"] = dataclasses.replace(books["full"], in_transfer=locked)
         pool = self.cc.mem_pool_host
         evictable, protected, _, _ = self._held(self._kv_values)
-        books["host"] = dataclasses.replace(
-            host_books(int(pool.size), int(pool.available_size()), evictable, protected,
-                       self._in_flight_at_most()),
-            pinned=self._pinned(self._kv_values, mamba=False))
+        books["host"] = host_books(int(pool.size), int(pool.available_size()),
+                                   evictable, protected, self._in_flight_at_most())
         states = self._mamba_host_pool()
         if states is not None:  # HiMamba / FULL+MAMBA: host state slots, held by nodes
             evictable, protected, _, _ = self._held(self._mamba_values)
-            books["mamba_host"] = dataclasses.replace(
-                host_books(int(states.size), int(states.available_size()), evictable,
-                           protected, 0),
-                pinned=self._pinned(self._mamba_values, mamba=True))
+            books["mamba_host"] = host_books(int(states.size), int(states.available_size()),
+                                             evictable, protected, 0)
         return books
 
     def stats(self) -> dict[str, float]:

@@ -207,7 +207,7 @@ class HostTierCache(HostTierBooks, HandleCache):
         """The node of an id, or None once the tree has deleted it."""
         try:
             return self.cache.resolve_node_handle(node_id)
-        except (KeyError, LookupError):
+        except LookupError:
             return None
 
     def _host_lock(self, node: Any, mamba: bool) -> int:

@@ -90,16 +90,19 @@ class IdleCheck:
         if self.slots is not None:
             self.slots.read(short, waiting() if any(n > 0 for n in short.values()) else ())
 
-    def in_transfer(self, cache: PrefixCache) -> tuple[dict[str, int], dict[str, int]]:
+    def held_after_quiet(self, cache: PrefixCache) -> tuple[dict[str, int], dict[str, int]]:
         """What each pool's books count as held only by copies in flight (``in_transfer``)
-        and as pinned by locks for work in flight (``pinned``): read at the end of a quiet
-        stretch, where all of it is held (``quiet.py``)."""
+        and the tree's copies a lock for work in flight still holds (``locked_copies()``,
+        if the cache has it): read at the end of a quiet stretch, where all of it is held
+        (``quiet.py``)."""
         if not self.has_books:
             return {}, {}
-        books = cache.pool_accounting()
-        return ({name: account.in_transfer for name, account in books.items()
-                 if account.in_transfer > 0},
-                {name: account.pinned for name, account in books.items() if account.pinned > 0})
+        in_transfer = {name: account.in_transfer
+                       for name, account in cache.pool_accounting().items()
+                       if account.in_transfer > 0}
+        read_locked = getattr(cache, "locked_copies", None)
+        locked = dict(read_locked()) if callable(read_locked) else {}
+        return in_transfer, {name: slots for name, slots in locked.items() if slots > 0}
 
     def _read_tables(self, cache: PrefixCache, live: set[int]) -> None:
         """Entries for requests neither waiting nor running are stale: an exit path forgot

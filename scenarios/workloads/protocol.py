@@ -190,6 +190,15 @@ class PrefixCache(Protocol):
         request runs; a cache without this method skips that check."""
         ...
 
+    def locked_copies(self) -> Mapping[str, int]:
+        """Optional. Per pool, the slots of the tree's own copies that a lock taken for
+        work in flight still holds (a host copy locked while it is backed up to storage,
+        loaded back or prefetched under: SGLang's ``protect_host``), leaving out locks
+        whose work is still tracked as in flight. Read only at the end of a quiet
+        stretch, where nothing is in flight: what is left is a lock no path released
+        (``held_in_transfer``)."""
+        ...
+
     def sanity_check(self, outstanding_kv: int = 0, outstanding_states: int = 0) -> None:
         """Optional. Raise AssertionError if tree, lists or pool accounting disagree
         (called at the end of a run, with nothing running)."""

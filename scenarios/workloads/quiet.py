@@ -12,10 +12,10 @@ transfer and acknowledgement in flight must have finished (at least
 back to back: the reference's copies take two rounds, SGLang's copy threads
 milliseconds). Whatever any pool's books
 still count as in transfer at the end of the stretch is held, and so is every
-copy a lock for work in flight still pins (``PoolAccount.pinned``: a storage
-backup's or a load back's host lock never released): the ``held_in_transfer``
-gauge of ``scenarios.workloads.health``, budgeted ``<= 0`` in the scenarios with
-a host or storage tier.
+copy of the tree a lock for work in flight still holds (the cache's optional
+``locked_copies()``: a storage backup's or a load back's host lock never
+released): the ``held_in_transfer`` gauge of ``scenarios.workloads.health``,
+budgeted ``<= 0`` in the scenarios with a host or storage tier.
 
 Decode-only stretches are not used: a request that finishes writes its prefix
 through, a copy started inside the stretch. No request arrives, waits or runs
@@ -46,19 +46,19 @@ class Quiet:
 @dataclass
 class Held:
     """The last stretch's end: what each pool's books still counted as in transfer, and
-    the slots locks for work in flight still pinned."""
+    the slots of the tree's copies locks for work in flight still held."""
 
     pools: dict[str, int]
     rounds: int
     seconds: float
-    pinned: dict[str, int] = field(default_factory=dict)
+    locked: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return sum(self.pools.values()) + sum(self.pinned.values())
+        return sum(self.pools.values()) + sum(self.locked.values())
 
     def note(self) -> dict[str, Any]:
-        return {"pools": dict(self.pools), "pinned": dict(self.pinned), "rounds": self.rounds,
+        return {"pools": dict(self.pools), "locked": dict(self.locked), "rounds": self.rounds,
                 "seconds": round(self.seconds, 2)}
 
 
@@ -85,10 +85,10 @@ class QuietStretches:
             self.traffic_steps += 1
         return self._due
 
-    def after_round(self, busy: bool, read_in_transfer: Any) -> None:
+    def after_round(self, busy: bool, read_held: Any) -> None:
         """After the step's event round: count it if the stretch has begun (nothing
         running, waiting or in flight); at its end read the books' in-transfer counts
-        and pins (``read_in_transfer() -> ({pool: slots}, {pool: slots pinned})``)."""
+        and locked copies (``read_held() -> ({pool: slots}, {pool: slots locked})``)."""
         if not self._due:
             return
         if busy:
@@ -103,8 +103,8 @@ class QuietStretches:
         # 38 to 67, a 'leak'; back to back: +8 MB/h, interval -4.5 to 21, a pass).
         if self._rounds < self.quiet.rounds or elapsed < self.quiet.seconds:
             return
-        in_transfer, pinned = read_in_transfer()
-        self.last = Held(in_transfer, self._rounds, elapsed, pinned)
+        in_transfer, locked = read_held()
+        self.last = Held(in_transfer, self._rounds, elapsed, locked)
         self.stretches += 1
         self._due, self._rounds = False, 0
         self.traffic_steps += 1

@@ -189,7 +189,7 @@ class Scheduler:
         self.serving.rid = None
         self.cache.check_hicache_events()
         busy = bool(self.running or self.queue) or self._batch_in_flight()
-        self.quiet.after_round(busy, lambda: self.idle_check.in_transfer(self.cache))
+        self.quiet.after_round(busy, lambda: self.idle_check.held_after_quiet(self.cache))
         if not self.running:
             if not self._batch_in_flight():  # SGLang checks only once its result is processed
                 live = self._live_rids() if self.idle_check.has_tables else None

@@ -106,9 +106,9 @@ def test_a_host_lock_never_released_is_held_after_a_quiet_stretch() -> None:
     forget_host_releases(cache)
     scheduler = run(cache, stretches=3, match_ahead=4)
     held = scheduler.quiet.last
-    assert held is not None and held.pinned.get("host", 0) > 0 and not held.pools
-    assert scheduler.quiet.held == held.pinned["host"]
+    assert held is not None and held.locked.get("host", 0) > 0 and not held.pools
+    assert scheduler.quiet.held == held.locked["host"]
     (finding,) = transfer_findings([{"type": "notes", "t": 0.0,
                                      "held_in_transfer": held.note()}])
-    assert finding.text.startswith(f"host pool: {held.pinned['host']:,} slots of the tree's "
+    assert finding.text.startswith(f"host pool: {held.locked['host']:,} slots of the tree's "
                                    "copies still locked after a quiet stretch")

@@ -416,7 +416,7 @@ def check_provenance(release: str, lost: dict[str, list[dict[str, Any]]]) -> Non
 # steps on the release's own host-tier cache (0.5.11/0.5.17: HiRadixCache with the file
 # storage backend, HiMambaRadixCache; 0.5.23: UnifiedRadixCache with HiCache), drains,
 # then is read after one collection: SGLang's books balanced in every pool (device, host,
-# request rows), nothing locked but copies in flight, no host copy pinned by a host lock
+# request rows), nothing locked but copies in flight, no host copy held by a host lock
 # nothing in flight explains, no per-request table entry left, no detached node, and the
 # storage folder gone once the cache is closed; then with the host lock's release dropped.
 HOST_CELL = r'''
@@ -452,7 +452,7 @@ for family, options in families.items():
         "drained_mismatch": {n: a.mismatch for n, a in books.items()},
         "drained_locked": {n: a.protected - a.in_transfer for n, a in books.items()
                            if n in ("full", "mamba")},
-        "drained_pinned": {n: a.pinned for n, a in books.items() if a.pinned},
+        "drained_locked_copies": {n: k for n, k in cache.locked_copies().items() if k},
         "tables": {n: ids for n, ids in cache.request_tables().items() if ids},
         "detached": stats.get("detached_alive_nodes", 0.0),
         "backed_up": stats.get("backed_up_nodes", 0.0),
@@ -462,7 +462,7 @@ for family, options in families.items():
     out[family]["storage_left"] = storage is not None and os.path.exists(storage.folder)
     out[family]["storage"] = storage is not None
 # Last (the drop patches SGLang for the rest of the process): the host lock's release
-# dropped; drained, the host copies its locks pin are what the books report as pinned.
+# dropped; drained, the host copies its locks hold are what locked_copies() reports.
 from tests.sglang import dropped_free
 dropped_free.drop_host_lock_release()
 cache = make(**families["hiradix"])
@@ -477,7 +477,7 @@ quiet_until = time.monotonic() + 20.0
 while cache.stats()["backups_in_flight"] and time.monotonic() < quiet_until:
     cache.check_hicache_events()
     time.sleep(0.005)
-out["host_lock_dropped"] = {n: a.pinned for n, a in cache.pool_accounting().items()}
+out["host_lock_dropped"] = cache.locked_copies()
 cache.close()
 print(json.dumps(out))
 '''
@@ -487,7 +487,7 @@ HOST_STEPS = 400
 @pytest.mark.parametrize("release", RELEASES)
 def test_each_release_drains_its_host_tier_with_the_books_balanced(release: str) -> None:
     cells = json.loads(run_child(HOST_CELL, release, str(HOST_STEPS)))
-    # A host lock never released pins host copies nothing in flight explains.
+    # A host lock never released holds host copies nothing in flight explains.
     assert cells.pop("host_lock_dropped")["host"] > 0
     assert set(cells) == {"hiradix", "himamba"}
     for family, cell in cells.items():
@@ -504,7 +504,7 @@ def test_each_release_drains_its_host_tier_with_the_books_balanced(release: str)
         assert "host" in cell["drained_mismatch"], (family, cell)
         assert set(cell["drained_mismatch"].values()) == {0}, (family, cell)
         assert set(cell["drained_locked"].values()) == {0}, (family, cell)
-        assert cell["drained_pinned"] == {}, (family, cell)
+        assert cell["drained_locked_copies"] == {}, (family, cell)
         assert cell["tables"] == {}, (family, cell)
         assert cell["backed_up"] > 0, (family, cell)
         if family == "himamba" and glue.version_key(release) < glue.version_key("0.5.17"):

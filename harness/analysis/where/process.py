@@ -113,7 +113,7 @@ def lock_findings(notes: Sequence[NotesLine]) -> list[Finding]:
 def transfer_findings(notes: Sequence[NotesLine]) -> list[Finding]:
     """Slots the books still count as in transfer after a quiet stretch (the workload's
     ``held_in_transfer`` note): a copy whose acknowledgement never came holds them; and
-    copies a lock for work in flight still pins: a lock no path released."""
+    copies a lock for work in flight still holds: a lock no path released."""
     found = []
     for record in notes[-1:]:
         held = record.get("held_in_transfer")
@@ -126,7 +126,7 @@ def transfer_findings(notes: Sequence[NotesLine]) -> list[Finding]:
                     "never acknowledged holds them (the books excuse in-transfer slots, so "
                     "no other check sees them)")
             found.append(Finding("locks", "held_in_transfer", text, site=f"{pool} pool"))
-        for pool, slots in held.get("pinned", {}).items():
+        for pool, slots in held.get("locked", {}).items():
             text = (f"{pool} pool: {int(slots):,} slots of the tree's copies still locked "
                     f"{stretch}: a lock taken for a backup, load back or prefetch was never "
                     "released (a missing host-lock release), so they can never be evicted")
